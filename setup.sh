@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Set up the project's environment, then run every example, or the tests.
+#
+#   bash setup.sh             install into .venv (Python 3.7 + TensorFlow 1.15.5), then run every
+#                             example briefly and print a table of what each reached
+#   bash setup.sh test        install the same plus the test tools, then run the whole test suite
+#   bash setup.sh --tf2 ...   the same with TensorFlow 2.x (tf.compat.v1) on python3, in .venv-tf2
+#
+# Both are idempotent: a second run installs nothing unless requirements/ changed.
+# Extra arguments go to the benchmark or to pytest (bash setup.sh test -k launcher).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$root"
+
+flavour=tf1
+if [ "${1:-}" = "--tf2" ]; then flavour=tf2; shift; fi
+mode=run
+if [ "${1:-}" = "test" ]; then mode=test; shift; fi
+
+find_python37() {
+    local candidate candidates=("${PYTHON37:-}" python3.7)
+    candidates+=("${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.7*/bin/python /usr/local/bin/python3.7 /usr/bin/python3.7)
+    for candidate in "${candidates[@]}"; do
+        [ -n "$candidate" ] || continue
+        # The pyenv shim exists but fails unless 3.7 is selected, so run it rather than trust it.
+        if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 7)' >/dev/null 2>&1; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ "$flavour" = tf1 ]; then
+    venv=.venv
+    if ! base_python="$(find_python37)"; then
+        echo "setup: Python 3.7 was not found, and TensorFlow 1.15.5 needs it." >&2
+        echo "  Get it with 'pyenv install 3.7.16' (or your package manager), or name it:" >&2
+        echo "  PYTHON37=/path/to/python3.7 bash setup.sh ${mode/run/}" >&2
+        echo "  Or take the TensorFlow 2.x route (tf.compat.v1, same scripts) on $(python3 --version 2>&1):" >&2
+        echo "  bash setup.sh --tf2 ${mode/run/}" >&2
+        exit 1
+    fi
+else
+    venv=.venv-tf2
+    base_python="${PYTHON3:-python3}"
+fi
+
+requirements=(requirements/$flavour.txt)
+[ "$mode" = test ] && requirements+=(requirements/test.txt)
+stamp="$venv/.installed-$(cat "${requirements[@]}" | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    echo "setup: installing ${requirements[*]} into $venv with $("$base_python" --version 2>&1)"
+    [ -x "$venv/bin/python" ] || "$base_python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip<24"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]/#/-r}"
+    touch "$stamp"
+fi
+
+if [ "$mode" = test ]; then
+    exec "$venv/bin/python" -m pytest tests "$@"
+fi
+exec "$venv/bin/python" tools/benchmark.py "$@"

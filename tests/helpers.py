@@ -1,0 +1,82 @@
+"""Test helpers shared by every example's tests: real clusters on free localhost ports."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from launch import LocalCluster, free_ports  # noqa: E402,F401
+
+# Every example script's run.sh, and the launcher, need no more than this to finish a short run.
+RUN_TIMEOUT = 120
+
+
+def example(relative_path):
+    return os.path.join(ROOT, relative_path)
+
+
+def load_example(relative_path):
+    """Import an example script as a module (for its flag parsing and graph building)."""
+    path = example(relative_path)
+    name = "example_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_no_process_left(cluster):
+    """Every task's process group is gone: nothing the cluster started is still running."""
+    for task in cluster.tasks:
+        if task.process is None:
+            continue
+        try:
+            os.killpg(task.process.pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError("%s (process group %d) is still running" % (task.name,
+                                                                         task.process.pid))
+
+
+def output(cluster, name=None):
+    tasks = cluster.tasks if name is None else [cluster.task(name)]
+    return "\n".join("[%s] %s" % (task.name, line) for task in tasks for line in task.lines)
+
+
+def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, **options):
+    """Run an example to the end; assert that every task exited 0 and return the cluster."""
+    cluster = LocalCluster(example(relative_path), workers=workers, args=args, echo=False,
+                           **options)
+    try:
+        cluster.start()
+        assert cluster.wait(timeout), "not finished in %d s:\n%s" % (timeout, output(cluster))
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert all(code == 0 for code in cluster.returncodes().values()), (
+        "%s\n%s" % (cluster.returncodes(), output(cluster)))
+    return cluster
+
+
+def worker_results(cluster):
+    results = sorted((r for r in cluster.results() if r["job"] == "worker"),
+                     key=lambda r: r["task_index"])
+    assert len(results) == sum(task.job == "worker" for task in cluster.tasks), output(cluster)
+    return results
+
+
+def run_script(args, timeout=RUN_TIMEOUT, env=None, cwd=None):
+    """Run a command to the end in its own process group; returns (exit code, output)."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True,
+                               env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+    try:
+        text, _ = process.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(process.pid, 9)
+        except ProcessLookupError:
+            pass
+    return process.returncode, text.decode("utf-8", "replace")

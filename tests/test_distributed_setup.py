@@ -1,0 +1,166 @@
+"""Distributed-Setup/: dist_setup.py (MonitoredTrainingSession) and dist_setup_sup.py (Supervisor)."""
+import glob
+import json
+import os
+import signal
+
+import pytest
+
+from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
+                     output, run_cluster, worker_results)
+
+SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_one_worker_reaches_accuracy_and_every_task_exits_0(script):
+    cluster = run_cluster(script, workers=1)
+    [result] = worker_results(cluster)
+    assert result["test_accuracy"] >= 0.95
+    assert result["global_step"] == result["local_steps"] == 1000
+    assert "all 1 workers are done" in output(cluster, "ps0")
+    for key in ("algorithm", "job", "task_index", "workers", "global_step", "local_steps",
+                "train_loss", "test_accuracy", "wall_seconds", "steps_per_second"):
+        assert result[key] is not None, key
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_global_step_counts_every_workers_updates(script):
+    cluster = run_cluster(script, workers=3, args=["--train_steps", "600"])
+    results = worker_results(cluster)
+    assert all(r["local_steps"] > 0 for r in results), "every worker trained"
+    # Every local step applied one update on the ps; the last worker to finish saw them all.
+    assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
+    assert 600 <= max(r["global_step"] for r in results) < 600 + 3
+
+
+def test_variables_live_on_the_ps_and_gradients_run_on_the_worker():
+    module = load_example(SCRIPTS[0])
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    args = module.parse_flags(["--job_name", "worker", "--task_index", "1", "--ps_hosts", ps,
+                               "--worker_hosts", "%s,%s" % (worker0, worker1)])
+    with module.tf.Graph().as_default() as graph:
+        built = module.build_graph(args)
+        variables = module.tf.global_variables()
+        assert len(variables) == 5  # four parameters and the global step
+        assert all(v.device == "/job:ps/task:0" for v in variables), [v.device for v in variables]
+        gradient_ops = [op for op in graph.get_operations() if op.name.startswith("gradients")]
+        assert gradient_ops
+        assert all(op.device == "/job:worker/task:1" for op in gradient_ops)
+        assert built["loss"].device == "/job:worker/task:1"
+
+
+def test_tf_config_replaces_the_cluster_flags():
+    cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False)
+    spec = {"ps": cluster.ps_hosts, "worker": cluster.worker_hosts}
+    try:
+        for task in cluster.tasks:
+            tf_config = json.dumps({"cluster": spec, "task": {"type": task.job,
+                                                              "index": task.index}})
+            cluster.start_task(task, [cluster.python, cluster.script, "--train_steps", "300"],
+                               env={"TF_CONFIG": tf_config})
+        assert cluster.wait(120), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    assert [r["task_index"] for r in worker_results(cluster)] == [0, 1]
+
+
+def test_a_late_non_chief_does_not_wait_for_a_fixed_interval():
+    """TensorFlow's own non-chief waits 30 s between readiness checks; ours wakes up when the
+    chief closes the ready queue. Started first, worker1 must join while training is young."""
+    cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False,
+                           args=["--train_steps", "3000", "--log_every", "100"])
+    try:
+        cluster.start(["ps0", "worker1"])
+        cluster.start(["worker0"])
+        assert cluster.wait(120), output(cluster)
+    finally:
+        cluster.stop()
+    worker0, worker1 = worker_results(cluster)
+    assert worker1["first_global_step"] < 1500, worker1
+    assert worker1["local_steps"] > 500, worker1
+
+
+def checkpoint_steps(log_dir):
+    return sorted(int(path.split("-")[-1].split(".")[0])
+                  for path in glob.glob(os.path.join(log_dir, "model.ckpt-*.index")))
+
+
+def test_log_dir_writes_summaries_and_a_killed_run_resumes(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    args = ["--train_steps", "4000", "--checkpoint_every", "200", "--log_every", "100",
+            "--log_dir", log_dir]
+    cluster = LocalCluster(example(SCRIPTS[0]), workers=1, args=args, echo=False)
+    try:
+        cluster.start()
+        assert cluster.wait_for(lambda: checkpoint_steps(log_dir)[-1:] >= [200], 120), output(
+            cluster)
+        cluster.kill("worker0")
+        cluster.kill("ps0")
+    finally:
+        cluster.stop()
+    checkpoints = checkpoint_steps(log_dir)
+    assert checkpoints[-1] >= 200
+    [result] = worker_results(run_cluster(SCRIPTS[0], workers=1, args=args))
+    assert result["first_global_step"] >= checkpoints[-1], "resumed from the last checkpoint"
+    assert result["global_step"] == 4000
+    assert result["local_steps"] == 4000 - result["first_global_step"]
+    assert {"loss", "test_accuracy"} <= summary_tags(log_dir)
+
+
+def summary_tags(log_dir):
+    """The scalar tags TensorBoard will show (the killed run's file may end mid-record)."""
+    tf = load_example(SCRIPTS[0]).tf
+    tags = set()
+    for path in glob.glob(os.path.join(log_dir, "events.out.tfevents.*")):
+        try:
+            for event in tf.train.summary_iterator(path):
+                tags.update(value.tag for value in event.summary.value)
+        except tf.errors.DataLossError:
+            pass
+    return tags
+
+
+def test_without_log_dir_nothing_is_written_and_nothing_resumes():
+    folder = os.path.dirname(example(SCRIPTS[0]))
+    before = sorted(os.listdir(folder))
+    for _ in range(2):
+        [result] = worker_results(run_cluster(SCRIPTS[0], workers=1,
+                                              args=["--train_steps", "200"]))
+        assert result["first_global_step"] == 0
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_worker_exits_1_with_a_clear_message_when_the_ps_dies():
+    cluster = LocalCluster(example(SCRIPTS[0]), workers=1, echo=False,
+                           args=["--train_steps", "1000000", "--log_every", "100",
+                                 "--timeout", "5"])
+    try:
+        cluster.start()
+        assert cluster.wait_for_line("worker0", r"step 100 ", 120), output(cluster)
+        cluster.kill("ps0")
+        assert cluster.wait(30, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert cluster.task("worker0").returncode == 1
+    assert "lost the parameter server: ps0" in output(cluster, "worker0")
+
+
+def test_ps_reports_a_worker_that_died_and_the_others_finish():
+    cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False,
+                           args=["--train_steps", "6000", "--log_every", "100"])
+    try:
+        cluster.start()
+        assert cluster.wait_for_line("worker1", r"step 100 ", 120), output(cluster)
+        cluster.kill("worker1")
+        assert cluster.wait(120, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
+    assert "worker1" in output(cluster, "ps0") and "stopped without finishing" in output(
+        cluster, "ps0")
+    assert cluster.task("worker0").result()["global_step"] >= 6000
