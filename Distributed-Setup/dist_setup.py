@@ -93,8 +93,8 @@ def check_training_flags(parser, args):
             parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
     if not args.learning_rate > 0:
         parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
-    if args.step_delay < 0 or not args.timeout > 0:
-        parser.error("--step_delay must be >= 0 and --timeout > 0")
+    if args.step_delay < 0:
+        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
 
 
 def parse_host_list(parser, flag, text):
@@ -110,6 +110,8 @@ def parse_host_list(parser, flag, text):
 
 def cluster_from_flags(parser, args):
     """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or TF_CONFIG."""
+    if not args.timeout > 0:
+        parser.error("--timeout must be positive, got %g" % args.timeout)
     flags_given = any(getattr(args, name) is not None
                       for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
     if not flags_given and os.environ.get("TF_CONFIG"):
@@ -126,9 +128,11 @@ def cluster_from_flags(parser, args):
             parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
                          "chief), got %s" % sorted(cluster))
     else:
-        ps_hosts = args.ps_hosts or "localhost:2222"
-        worker_hosts = args.worker_hosts or "localhost:2223,localhost:2224"
-        job_name, task_index = args.job_name or "worker", args.task_index or 0
+        def given(value, default):
+            return default if value is None else value
+        ps_hosts = given(args.ps_hosts, "localhost:2222")
+        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
+        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
     cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
     if job_name not in cluster:
@@ -400,7 +404,7 @@ def build_graph(args):
     tf.summary.scalar("loss", loss)
     tf.summary.scalar("test_accuracy", test_accuracy)
     return {"train_op": train_op, "loss": loss, "global_step": global_step,
-            "test_accuracy": test_accuracy, "params": params}
+            "test_accuracy": test_accuracy}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,7 +447,7 @@ def train(args, server, watchdog):
                 time.sleep(args.step_delay)
             if local_steps % args.log_every == 0:
                 test_accuracy = sess.run(graph["test_accuracy"])
-                curve.append([round(time.time(), 3), int(global_step), float(test_accuracy)])
+                curve.append([round(time.time(), 3), int(global_step), round(float(test_accuracy), 4)])
                 print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
                       % (who, local_steps, global_step, np.mean(losses[-args.log_every:]),
                          test_accuracy, local_steps / (time.time() - started)), flush=True)

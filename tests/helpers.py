@@ -1,5 +1,6 @@
 """Test helpers shared by every example's tests: real clusters on free localhost ports."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -7,7 +8,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from launch import LocalCluster, free_ports  # noqa: E402,F401
+from launch import RESULT_PATTERN, LocalCluster, free_ports  # noqa: E402,F401
 
 # Every example script's run.sh, and the launcher, need no more than this to finish a short run.
 RUN_TIMEOUT = 120
@@ -51,7 +52,8 @@ def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, **option
                            **options)
     try:
         cluster.start()
-        assert cluster.wait(timeout), "not finished in %d s:\n%s" % (timeout, output(cluster))
+        assert cluster.wait(timeout), "not finished in %d s, or a task failed: %s\n%s" % (
+            timeout, cluster.returncodes(), output(cluster))
     finally:
         cluster.stop()
     assert_no_process_left(cluster)
@@ -65,6 +67,12 @@ def worker_results(cluster):
                      key=lambda r: r["task_index"])
     assert len(results) == sum(task.job == "worker" for task in cluster.tasks), output(cluster)
     return results
+
+
+def results_in(text):
+    """The RESULT dicts in a task's or a launcher's output."""
+    return [json.loads(match.group(2)) for match in map(RESULT_PATTERN.match, text.splitlines())
+            if match]
 
 
 def run_script(args, timeout=RUN_TIMEOUT, env=None, cwd=None):

@@ -88,11 +88,12 @@ def checkpoint_steps(log_dir):
                   for path in glob.glob(os.path.join(log_dir, "model.ckpt-*.index")))
 
 
-def test_log_dir_writes_summaries_and_a_killed_run_resumes(tmp_path):
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     log_dir = str(tmp_path / "logs")
     args = ["--train_steps", "4000", "--checkpoint_every", "200", "--log_every", "100",
             "--log_dir", log_dir]
-    cluster = LocalCluster(example(SCRIPTS[0]), workers=1, args=args, echo=False)
+    cluster = LocalCluster(example(script), workers=1, args=args, echo=False)
     try:
         cluster.start()
         assert cluster.wait_for(lambda: checkpoint_steps(log_dir)[-1:] >= [200], 120), output(
@@ -103,7 +104,7 @@ def test_log_dir_writes_summaries_and_a_killed_run_resumes(tmp_path):
         cluster.stop()
     checkpoints = checkpoint_steps(log_dir)
     assert checkpoints[-1] >= 200
-    [result] = worker_results(run_cluster(SCRIPTS[0], workers=1, args=args))
+    [result] = worker_results(run_cluster(script, workers=1, args=args))
     assert result["first_global_step"] >= checkpoints[-1], "resumed from the last checkpoint"
     assert result["global_step"] == 4000
     assert result["local_steps"] == 4000 - result["first_global_step"]
@@ -123,11 +124,12 @@ def summary_tags(log_dir):
     return tags
 
 
-def test_without_log_dir_nothing_is_written_and_nothing_resumes():
-    folder = os.path.dirname(example(SCRIPTS[0]))
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_without_log_dir_nothing_is_written_and_nothing_resumes(script):
+    folder = os.path.dirname(example(script))
     before = sorted(os.listdir(folder))
     for _ in range(2):
-        [result] = worker_results(run_cluster(SCRIPTS[0], workers=1,
+        [result] = worker_results(run_cluster(script, workers=1,
                                               args=["--train_steps", "200"]))
         assert result["first_global_step"] == 0
     assert sorted(os.listdir(folder)) == before
