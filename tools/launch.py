@@ -215,6 +215,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ps", type=int, default=1)
+    parser.add_argument("--gpus", type=int,
+                        help="give worker i only GPU i mod N (CUDA_VISIBLE_DEVICES), the ps none; "
+                             "0: hide every GPU")
     parser.add_argument("--timeout", type=float, default=900,
                         help="end everything after this many seconds")
     parser.add_argument("script")
@@ -224,7 +227,15 @@ def main(argv=None):
         parser.exit(2, "launch: error: WORKERS and the number of ps must be at least 1, got "
                        "%d and %d\n" % (options.workers, options.ps))
     started = time.time()
-    cluster = LocalCluster(options.script, options.workers, options.ps, options.args)
+    task_env = {}
+    if options.gpus is not None:
+        task_env = {"worker%d" % index: {"CUDA_VISIBLE_DEVICES": str(index % options.gpus)
+                                         if options.gpus else ""}
+                    for index in range(options.workers)}
+        task_env.update({"ps%d" % index: {"CUDA_VISIBLE_DEVICES": ""}
+                         for index in range(options.ps)})
+    cluster = LocalCluster(options.script, options.workers, options.ps, options.args,
+                           task_env=task_env)
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
