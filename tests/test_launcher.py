@@ -3,6 +3,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -16,6 +17,18 @@ PYTHON = {"PYTHON": sys.executable}
 
 def launched_pids(text):
     return [int(pid) for pid in re.findall(r"\(pid (\d+)\)", text)]
+
+
+def launched_ports(text):
+    return [int(port) for port in re.findall(r" at localhost:(\d+) \(pid", text)]
+
+
+def reachable(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
 
 
 def assert_gone(pids):
@@ -57,6 +70,10 @@ def test_an_interrupted_run_ends_every_task(sig):
             lines.append(raw.decode())
             if lines[-1].startswith("[worker0] step "):
                 break
+        # Training, yet nothing outside the launcher's network namespace reaches its servers.
+        assert "in a private network namespace (loopback only)" in lines[0]
+        ports = launched_ports(lines[0])
+        assert len(ports) == 2 and not any(reachable(port) for port in ports)
         os.kill(process.pid, sig)
         rest, _ = process.communicate(timeout=15)
     finally:
@@ -66,6 +83,13 @@ def test_an_interrupted_run_ends_every_task(sig):
     assert process.returncode == 130, text
     assert "interrupted: every task was stopped" in text
     assert_gone(launched_pids(text))
+
+
+def test_launch_network_host_opts_out_of_the_private_namespace():
+    code, text = run_script(["bash", RUN_SH, "--train_steps", "100"],
+                            env=dict(PYTHON, LAUNCH_NETWORK="host"))
+    assert code == 0, text
+    assert "on this machine's network" in text
 
 
 def test_a_failing_task_ends_the_others_and_the_exit_code_says_so():

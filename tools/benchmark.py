@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launch import RESULT_PATTERN  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT = os.path.join(ROOT, "benchmark-results")
+OUTPUT = os.path.join(ROOT, "benchmark-results")  # every run's raw results (not committed)
+RECORD = os.path.join(ROOT, "results", "benchmark.json")  # the run the README shows
 README = os.path.join(ROOT, "README.md")
 BASELINE = "Non-Distributed_Setup.py"
 TARGET_ACCURACY = 0.95
@@ -132,10 +133,25 @@ def machine():
         platform.platform(terse=True), os.cpu_count(), platform.python_version(), tf_version)
 
 
-def update_readme(markdown):
+def render(report):
+    """The Markdown the README shows for one benchmark report."""
+    return "%s\n\n%s\n\nMeasured by `python tools/benchmark.py --repeats %d` on %s, %s." % (
+        table(report["summaries"]), ratios(report["summaries"]), report["repeats"],
+        report["machine"], report["date"])
+
+
+def readme_section(text):
+    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    return text[start:end].strip()
+
+
+def update_readme(report):
     text = open(README).read()
     start, end = text.index(README_START) + len(README_START), text.index(README_END)
-    open(README, "w").write(text[:start] + "\n" + markdown + "\n" + text[end:])
+    open(README, "w").write(text[:start] + "\n" + render(report) + "\n" + text[end:])
+    os.makedirs(os.path.dirname(RECORD), exist_ok=True)
+    with open(RECORD, "w") as out:
+        json.dump(report, out, indent=1)
 
 
 def main(argv=None):
@@ -163,19 +179,16 @@ def main(argv=None):
                 print(runs[-1]["output_tail"], file=sys.stderr)
         raw.extend(runs)
         summaries.append(summarize(entry, runs))
-    markdown = "%s\n\n%s\n\nMeasured by `python tools/benchmark.py --repeats %d` on %s, %s." % (
-        table(summaries), ratios(summaries), options.repeats, machine(),
-        time.strftime("%Y-%m-%d"))
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
+              "repeats": options.repeats, "summaries": summaries, "runs": raw}
     os.makedirs(OUTPUT, exist_ok=True)
-    with open(os.path.join(OUTPUT, "benchmark.json"), "w") as out:
-        json.dump({"machine": machine(), "summaries": summaries, "runs": raw}, out, indent=1)
-    with open(os.path.join(OUTPUT, "benchmark.md"), "w") as out:
-        out.write(markdown + "\n")
-    print("\n" + markdown)
+    with open(os.path.join(OUTPUT, "latest.json"), "w") as out:
+        json.dump(report, out, indent=1)
+    print("\n" + render(report))
     print("\n[benchmark] %d runs in %.0f s; raw results in %s"
           % (len(raw), time.time() - started, os.path.relpath(OUTPUT)))
     if options.readme:
-        update_readme(markdown)
+        update_readme(report)
     return 1 if any(s["failures"] for s in summaries) else 0
 
 

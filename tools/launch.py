@@ -218,6 +218,9 @@ def main(argv=None):
     parser.add_argument("--gpus", type=int,
                         help="give worker i only GPU i mod N (CUDA_VISIBLE_DEVICES), the ps none; "
                              "0: hide every GPU")
+    parser.add_argument("--network", choices=["host", "private"], default="host",
+                        help="'private': tools/launch started us in a network namespace of our "
+                             "own, with only loopback")
     parser.add_argument("--timeout", type=float, default=900,
                         help="end everything after this many seconds")
     parser.add_argument("script")
@@ -243,9 +246,12 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, interrupted)
     try:
         cluster.start()
-        print("[launch] %s: %s" % (os.path.basename(options.script), ", ".join(
+        print("[launch] %s: %s; %s" % (os.path.basename(options.script), ", ".join(
             "%s at %s (pid %d)" % (task.name, host, task.process.pid) for task, host in
-            zip(cluster.tasks, cluster.ps_hosts + cluster.worker_hosts))), flush=True)
+            zip(cluster.tasks, cluster.ps_hosts + cluster.worker_hosts)),
+            "in a private network namespace (loopback only)" if options.network == "private"
+            else "on this machine's network: the ports are open on every interface"),
+            flush=True)
         ended = cluster.wait(options.timeout)
     except KeyboardInterrupt:
         cluster.stop()

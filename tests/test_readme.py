@@ -1,0 +1,44 @@
+"""The READMEs name only paths that exist, and the results they show are the benchmark's."""
+import glob
+import json
+import os
+import re
+
+import pytest
+
+from helpers import ROOT
+
+import benchmark
+
+READMES = sorted(glob.glob(os.path.join(ROOT, "README.md"))
+                 + glob.glob(os.path.join(ROOT, "*", "README.md")))
+LINK = re.compile(r"\]\(([^)#\s]+)")
+CODE_PATH = re.compile(r"`([\w./-]+\.(?:py|sh|ipynb|txt|json|md))`")
+
+
+def named_paths(readme):
+    text = open(readme).read()
+    links = [link for link in LINK.findall(text) if "://" not in link]
+    return links, CODE_PATH.findall(text)
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda path: os.path.relpath(path, ROOT))
+def test_every_path_a_readme_names_exists(readme):
+    folder = os.path.dirname(readme)
+    links, code_paths = named_paths(readme)
+    missing = [link for link in links if not os.path.exists(os.path.join(folder, link))]
+    # A file named in code may be relative to the README's folder or to the repository root,
+    # or be a file inside the folder named by the example's own README.
+    missing += [path for path in code_paths
+                if not any(os.path.exists(os.path.join(base, path))
+                           for base in (folder, ROOT))
+                and not glob.glob(os.path.join(ROOT, "*", path))]
+    assert missing == []
+
+
+def test_the_results_table_is_the_one_the_benchmark_last_recorded():
+    with open(benchmark.RECORD) as record:
+        report = json.load(record)
+    assert benchmark.readme_section(open(benchmark.README).read()) == benchmark.render(
+        report).strip()
+    assert report["summaries"], "the record holds measurements"
