@@ -33,7 +33,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """Bad input ends with one line that names the problem, and exit code 2."""
 
     def error(self, message):
-        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, message))
+        printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
 
 
 def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
