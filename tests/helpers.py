@@ -14,6 +14,11 @@ from launch import RESULT_PATTERN, LocalCluster, free_ports  # noqa: E402,F401
 RUN_TIMEOUT = 120
 
 
+def tf_major_version():
+    import tensorflow
+    return int(tensorflow.__version__.split(".")[0])
+
+
 def example(relative_path):
     return os.path.join(ROOT, relative_path)
 

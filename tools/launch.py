@@ -69,12 +69,13 @@ class LocalCluster:
     """Parameter servers and workers of one example script, as processes on this machine."""
 
     def __init__(self, script, workers=2, ps=1, args=(), python=None, env=None, echo=True,
-                 host="localhost", ports=None, task_env=None):
+                 host="localhost", ports=None, task_env=None, task_args=None):
         self.script, self.args, self.echo = script, list(args), echo
         self.python = python or sys.executable
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         self.env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        self.task_env = task_env or {}
+        self.task_env = task_env or {}  # {"worker1": {"VAR": "value"}}: one task's environment
+        self.task_args = task_args or {}  # {"worker1": ["--step_delay", "0.01"]}: its own flags
         ports = ports or free_ports(ps + workers)
         self.ps_hosts = ["%s:%d" % (host, port) for port in ports[:ps]]
         self.worker_hosts = ["%s:%d" % (host, port) for port in ports[ps:]]
@@ -95,7 +96,8 @@ class LocalCluster:
     def command(self, task):
         return [self.python, self.script, "--job_name", task.job, "--task_index", str(task.index),
                 "--ps_hosts", ",".join(self.ps_hosts),
-                "--worker_hosts", ",".join(self.worker_hosts)] + self.args
+                "--worker_hosts", ",".join(self.worker_hosts)] + self.args + list(
+                    self.task_args.get(task.name, []))
 
     def start(self, names=None):
         for task in self.tasks:

@@ -1,0 +1,128 @@
+"""The fault matrix: every example, present and future, against the ways distributed training
+fails. A worker, the chief or the ps is killed with SIGKILL mid-run; a run is killed and started
+again with --log_dir. Each scenario must end, in bounded time, either with training finished by
+the survivors ("survived") or with every process ended non-zero and a message that names the
+dead task ("failed cleanly"); never "hung", never a leftover process. The table of outcomes is
+printed at the end of the test session."""
+import os
+import signal
+
+import pytest
+
+from helpers import (ROOT, LocalCluster, assert_no_process_left, output, tf_major_version,
+                     worker_results)
+
+import shared_helpers
+
+SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN"}
+EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
+            if "def add_cluster_flags" in open(path).read()]
+# TensorFlow 2.x imports three times slower; there the matrix covers one example per family,
+# so that CI stays within its budget. The full matrix runs on TensorFlow 1.15.
+TF2_SUBSET = {"Distributed-Setup/dist_setup.py", "Synchronous-SGD/ssgd.py", "Hogwild/Hogwild.py"}
+TIMEOUT = "10"  # --timeout: how long a task waits for a dead peer before it gives up
+BOUND = 90      # seconds within which every scenario must have ended
+OUTCOMES = {}   # (scenario, example) -> outcome, printed by conftest.py
+
+
+def family(script):
+    return "synchronous" if script.split("/")[0] in SYNCHRONOUS else "asynchronous"
+
+
+@pytest.fixture(params=EXAMPLES)
+def script(request):
+    if tf_major_version() >= 2 and request.param not in TF2_SUBSET:
+        pytest.skip("on TensorFlow 2.x the fault matrix runs one example per family "
+                    "(%s); the full matrix runs on TensorFlow 1.15" % ", ".join(sorted(
+                        TF2_SUBSET)))
+    return request.param
+
+
+def run_and_kill(script, victim, extra_args=()):
+    """Start ps + 2 workers, SIGKILL the victim once training is under way, wait for the rest."""
+    cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
+                           args=["--train_steps", "1500", "--log_every", "50",
+                                 "--timeout", TIMEOUT] + list(extra_args))
+    try:
+        cluster.start()
+        assert cluster.wait_for_line("worker0", r"step 50 ", BOUND), output(cluster)
+        cluster.kill(victim)
+        ended = cluster.wait(BOUND, stop_on_failure=False)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    return cluster, ended
+
+
+def classify(cluster, ended, victim):
+    survivors = [task for task in cluster.tasks if task.name != victim]
+    if not ended:
+        return "hung"
+    if all(task.returncode == 0 for task in survivors if task.job == "worker"):
+        return "survived"
+    named = all(victim in output(cluster, task.name) or "lost the parameter server" in
+                output(cluster, task.name) for task in survivors if task.returncode != 0)
+    if all(task.returncode != 0 for task in survivors) and named:
+        return "failed cleanly"
+    return "failed unclearly"
+
+
+@pytest.mark.parametrize("victim", ["worker1", "worker0"])
+def test_a_killed_worker(script, victim):
+    cluster, ended = run_and_kill(script, victim)
+    outcome = OUTCOMES[("%s killed" % victim, script)] = classify(cluster, ended, victim)
+    if family(script) == "asynchronous":
+        # The others do not need the dead worker: they finish training, and the ps says who
+        # never finished.
+        assert outcome == "survived", output(cluster)
+        assert cluster.task("ps0").returncode == 1
+        assert victim in output(cluster, "ps0") and "stopped without finishing" in output(
+            cluster, "ps0")
+    else:
+        assert outcome in ("survived", "failed cleanly"), output(cluster)
+
+
+def test_the_ps_killed(script):
+    cluster, ended = run_and_kill(script, "ps0")
+    outcome = OUTCOMES[("ps0 killed", script)] = classify(cluster, ended, "ps0")
+    assert outcome == "failed cleanly", output(cluster)
+    for name in ("worker0", "worker1"):
+        assert cluster.task(name).returncode == 1
+        assert "lost the parameter server: ps0" in output(cluster, name), output(cluster)
+
+
+def checkpoint_steps(log_dir):
+    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(log_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+
+
+def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
+    """Every task SIGKILLed at once (the machine lost power), then the same command again."""
+    log_dir = str(tmp_path)
+    args = ["--log_every", "50", "--timeout", TIMEOUT, "--checkpoint_every", "100",
+            "--log_dir", log_dir]
+    crashed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
+                           args=["--train_steps", "100000"] + args)
+    try:
+        crashed.start()
+        assert crashed.wait_for(lambda: checkpoint_steps(log_dir)[-1:] >= [100], BOUND), \
+            output(crashed)
+        for task in crashed.tasks:
+            crashed.kill(task.name)
+    finally:
+        crashed.stop()
+    assert_no_process_left(crashed)
+    last = checkpoint_steps(log_dir)[-1]
+    resumed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
+                           args=["--train_steps", str(last + 300)] + args)
+    try:
+        resumed.start()
+        assert resumed.wait(BOUND), output(resumed)
+    finally:
+        resumed.stop()
+    assert_no_process_left(resumed)
+    assert set(resumed.returncodes().values()) == {0}, output(resumed)
+    chief = worker_results(resumed)[0]
+    assert chief["first_global_step"] >= last >= 100, chief
+    assert chief["global_step"] >= last + 300
+    OUTCOMES[("all killed, restarted with --log_dir", script)] = "resumed"
