@@ -156,7 +156,7 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
-              "curve": curve}
+              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
