@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launch import RESULT_PATTERN  # noqa: E402
+from launch import RESULT_PATTERN, LocalCluster  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUT = os.path.join(ROOT, "benchmark-results")  # every run's raw results (not committed)
@@ -123,6 +123,44 @@ def ratios(summaries):
     return "\n".join(lines)
 
 
+def cpu_per_step(script, workers, steps=(500, 2500)):
+    """CPU seconds per step of each task during training alone: two runs of different length,
+    differenced, so that start-up (imports, session creation) cancels out."""
+    totals = []
+    for train_steps in steps:
+        if script == BASELINE:
+            process = subprocess.run([sys.executable, os.path.join(ROOT, BASELINE),
+                                      "--train_steps", str(train_steps)], timeout=900,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            text = process.stdout.decode()
+            totals.append({"process": [json.loads(m.group(2))["cpu_seconds"] for m in map(
+                RESULT_PATTERN.match, text.splitlines()) if m][0]})
+            continue
+        with LocalCluster(os.path.join(ROOT, script), workers=workers, echo=False,
+                          args=["--train_steps", str(train_steps)]) as cluster:
+            cluster.start()
+            if not cluster.wait(900) or cluster.failed():
+                raise RuntimeError("profiling run failed: %s" % cluster.returncodes())
+        ps_line = cluster.task("ps0").lines[-1]
+        totals.append({"ps": float(ps_line.split("(")[-1].split(" s of CPU")[0]),
+                       "workers": sum(r["cpu_seconds"] for r in cluster.results())})
+    return {task: (totals[1][task] - totals[0][task]) / (steps[1] - steps[0]) * 1e6
+            for task in totals[0]}
+
+
+def profile():
+    """Where a distributed step's time goes: CPU microseconds per global step, by task."""
+    one_process = cpu_per_step(BASELINE, 1)["process"]
+    distributed = cpu_per_step("Distributed-Setup/dist_setup.py", 1)
+    lines = ["CPU time per step (µs), training only:",
+             "- one process: %.0f" % one_process,
+             "- one ps + one worker: worker %.0f + ps %.0f = %.0f, i.e. %.1f× the one-process "
+             "step in CPU alone" % (distributed["workers"], distributed["ps"],
+                                    distributed["workers"] + distributed["ps"],
+                                    (distributed["workers"] + distributed["ps"]) / one_process)]
+    return "\n".join(lines)
+
+
 def machine():
     try:
         import tensorflow
@@ -158,9 +196,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs per example (median)")
     parser.add_argument("--only", help="comma-separated folder names (the baseline always runs)")
+    parser.add_argument("--profile", action="store_true",
+                        help="only measure CPU time per step of one process and of one ps + "
+                             "one worker, to show where a distributed step's time goes")
     parser.add_argument("--readme", action="store_true",
                         help="rewrite README.md's results section from this run")
     options, extra_args = parser.parse_known_args(argv)
+    if options.profile:
+        print(profile())
+        return 0
     entries = entry_points()
     if options.only:
         wanted = options.only.split(",")
