@@ -252,32 +252,39 @@ def ready_queue():
 
 
 def run_parameter_server(args, server):
-    """Serve θ until every worker has enqueued 'done'. A worker whose port closes before it said
-    so, or that never comes up within --timeout, is reported and the ps exits 1."""
+    """Serve θ until every worker has enqueued 'done' and exited. (Exiting sooner could hang a
+    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
+    port closes before it said 'done', or that never comes up within --timeout, is reported
+    and the ps exits 1."""
     me = task_name("ps", args.task_index)
-    workers = len(args.cluster["worker"])
+    everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
         dequeue = done_queues(args.cluster)[args.task_index].dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
             done, seen, strikes = set(), set(), {}
             poll = tf.RunOptions(timeout_in_ms=500)
-            while len(done) < workers:
+            while True:
                 try:
                     done.add(int(sess.run(dequeue, options=poll)))
+                    all_done_at = time.time()
                     continue
                 except tf.errors.DeadlineExceededError:
                     pass
                 down = set(unreachable(args.cluster, "worker"))
-                seen |= set(range(workers)) - down
+                if done == everyone:
+                    if down == everyone or time.time() - all_done_at > args.timeout:
+                        break
+                    continue
+                seen |= everyone - down
                 for index in (down & seen) - done:
                     strikes[index] = strikes.get(index, 0) + 1
                 lost = sorted(index for index, count in strikes.items()
                               if count >= 3 and index not in done)
-                never_up = sorted(set(range(workers)) - seen)
-                if lost and len(done) + len(lost) == workers:
+                never_up = sorted(everyone - seen)
+                if lost and len(done) + len(lost) == len(everyone):
                     print("[%s] error: %s stopped without finishing; %d of %d workers finished"
-                          % (me, describe(args.cluster, "worker", lost), len(done), workers),
-                          file=sys.stderr)
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
                     return 1
                 if never_up and time.time() - STARTED > args.timeout:
                     print("[%s] error: %s never came up within %g s (--timeout)"
@@ -285,7 +292,7 @@ def run_parameter_server(args, server):
                           file=sys.stderr)
                     return 1
     print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
-          % (me, workers, time.process_time()), flush=True)
+          % (me, len(everyone), time.process_time()), flush=True)
     return 0
 
 
@@ -400,7 +407,8 @@ def build_graph(args):
 # Training loop and shutdown.
 # ---------------------------------------------------------------------------------------------
 def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
-           curve, started):
+           curve, started, **algorithm_fields):
+    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
     seconds = time.time() - started
     result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
               "workers": len(args.cluster["worker"]), "global_step": int(global_step),
@@ -410,6 +418,7 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
+    result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 

@@ -70,7 +70,7 @@ class LocalCluster:
 
     def __init__(self, script, workers=2, ps=1, args=(), python=None, env=None, echo=True,
                  host="localhost", ports=None, task_env=None, task_args=None):
-        self.script, self.args, self.echo = script, list(args), echo
+        self.script, self.args, self.echo = os.path.abspath(script), list(args), echo
         self.python = python or sys.executable
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         self.env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -110,7 +110,7 @@ class LocalCluster:
         task.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=dict(self.env, **self.task_env.get(task.name, {}), **(env or {})),
-            cwd=os.path.dirname(os.path.abspath(self.script)), preexec_fn=_die_with_parent)
+            cwd=os.path.dirname(self.script), preexec_fn=_die_with_parent)
         task.reader = threading.Thread(target=self._read, args=(task, task.process), daemon=True)
         task.reader.start()
 
