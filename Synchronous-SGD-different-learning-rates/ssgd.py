@@ -1,0 +1,690 @@
+"""Synchronous SGD with a learning rate per worker, on tf.train.SyncReplicasOptimizer.
+
+As in Synchronous-SGD/, every step each worker computes the gradient gᵢ of its own minibatch at
+the current θ and the ps averages N of them (--replicas_to_aggregate, default every worker) into
+one update. Here worker i first scales its gradient by its own rate ηᵢ (--learning_rates, one
+per worker), and the ps takes a step of size 1 with the mean:
+
+    θ ← θ − (1/N)·Σᵢ ηᵢ·gᵢ        (global_step += 1; all N gradients were computed at this θ)
+
+Equal rates give plain SSGD with η. Giving a worker a smaller rate lowers its weight in every
+update, for instance a worker whose data is noisier. The rule is exact for plain gradient
+descent; the README says what becomes of it with adaptive optimizers (Adam, Adagrad).
+Backup workers as in Chen et al. 2016, "Revisiting Distributed Synchronous SGD".
+
+One host (one ps, two workers):   bash run.sh --learning_rates 0.15,0.05
+Several hosts, one command per task:
+    python ssgd.py --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=ps --task_index=0
+    python ssgd.py --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0 \\
+        --learning_rates 0.15,0.05
+    python ssgd.py --ps_hosts=h0:2222 --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=1 \\
+        --learning_rates 0.15,0.05
+or without the cluster flags, from the TF_CONFIG environment variable that cluster managers set.
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO and WARNING lines
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+tf.logging.set_verbosity(tf.logging.ERROR)
+tf.disable_v2_behavior()
+
+ALGORITHM = "ssgd_different_learning_rates"
+STARTED = time.time()
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags: the cluster (the TensorFlow 1.x convention, or TF_CONFIG), then training.
+# ---------------------------------------------------------------------------------------------
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad input ends with one line that names the problem, and exit code 2."""
+
+    def error(self, message):
+        printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
+
+
+def add_cluster_flags(parser):
+    cluster = parser.add_argument_group("cluster (default: one ps on localhost:2222, "
+                                        "workers on localhost:2223,localhost:2224)")
+    cluster.add_argument("--job_name", choices=["ps", "worker"],
+                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
+    cluster.add_argument("--task_index", type=int,
+                         help="this task's index within its job; worker 0 is the chief")
+    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
+    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
+    cluster.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds a task waits for a peer (start-up, a blocked step) "
+                              "before it gives up with an error")
+
+
+def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
+    training = parser.add_argument_group("training")
+    training.add_argument("--train_steps", type=int, default=train_steps,
+                          help="stop when the global step reaches this many updates")
+    training.add_argument("--batch_size", type=int, default=batch_size,
+                          help="examples per minibatch, per worker")
+    training.add_argument("--learning_rate", type=float, default=learning_rate,
+                          help="step size η of gradient descent")
+    training.add_argument("--seed", type=int, default=0,
+                          help="seeds the data split, the initial parameters and the shuffling")
+    training.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
+                          help="'digits' ships with scikit-learn; 'mnist' downloads once")
+    training.add_argument("--log_dir",
+                          help="checkpoints and TensorBoard summaries go here, and a restarted "
+                               "run resumes from them; without it nothing is written")
+    training.add_argument("--log_every", type=int, default=250,
+                          help="print progress and evaluate the test set every this many "
+                               "local steps")
+    training.add_argument("--checkpoint_every", type=int, default=500,
+                          help="with --log_dir, save a checkpoint every this many global steps")
+    training.add_argument("--step_delay", type=float, default=0.0,
+                          help="seconds this task sleeps after each step: a deliberate straggler, "
+                               "for experiments and tests")
+
+
+def check_training_flags(parser, args):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+        if getattr(args, name) <= 0:
+            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
+    if not args.learning_rate > 0:
+        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
+    if args.step_delay < 0:
+        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+
+
+def parse_host_list(parser, flag, text):
+    hosts = [host.strip() for host in text.split(",")] if text else []
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
+    if not hosts:
+        parser.error("%s: at least one host:port is needed" % flag)
+    return hosts
+
+
+def cluster_from_flags(parser, args):
+    """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or TF_CONFIG."""
+    if not args.timeout > 0:
+        parser.error("--timeout must be positive, got %g" % args.timeout)
+    flags_given = any(getattr(args, name) is not None
+                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
+    if not flags_given and os.environ.get("TF_CONFIG"):
+        try:
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            cluster, task = tf_config["cluster"], tf_config["task"]
+            ps_hosts, worker_hosts = ",".join(cluster["ps"]), ",".join(cluster["worker"])
+            job_name, task_index = task["type"], int(task["index"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
+                         "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
+                         % (type(error).__name__, error))
+        if set(cluster) - {"ps", "worker"}:
+            parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
+                         "chief), got %s" % sorted(cluster))
+    else:
+        def given(value, default):
+            return default if value is None else value
+        ps_hosts = given(args.ps_hosts, "localhost:2222")
+        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
+        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
+               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
+    if job_name not in cluster:
+        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
+    if not 0 <= task_index < len(cluster[job_name]):
+        parser.error("task index %d is out of range: there are %d %s task(s)"
+                     % (task_index, len(cluster[job_name]), job_name))
+    every_host = cluster["ps"] + cluster["worker"]
+    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
+    if duplicates:
+        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
+    port = int(cluster[job_name][task_index].rpartition(":")[2])
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("", port))
+    except OSError:
+        parser.error("port %d is already in use on this machine: stop what holds it or pick "
+                     "another port" % port)
+    finally:
+        probe.close()
+    return cluster, job_name, task_index
+
+
+def add_replicas_flag(parser):
+    parser.add_argument_group("synchronous steps").add_argument(
+        "--replicas_to_aggregate", type=int, metavar="N",
+        help="how many workers' contributions the ps averages into each update (default: all "
+             "M workers); with N < M the last M - N of every step arrive stale and are dropped "
+             "(backup workers)")
+
+
+def check_replicas_flag(parser, args):
+    workers = len(args.cluster["worker"])
+    if args.replicas_to_aggregate is None:
+        args.replicas_to_aggregate = workers
+    if not 1 <= args.replicas_to_aggregate <= workers:
+        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
+                     "got %d" % (workers, args.replicas_to_aggregate))
+
+
+def parse_learning_rates(parser, args):
+    """--learning_rates '0.15,0.05' → [0.15, 0.05], one per worker; without it, η for all."""
+    workers = len(args.cluster["worker"])
+    if args.learning_rates is None:
+        return [args.learning_rate] * workers
+    try:
+        rates = [float(rate) for rate in args.learning_rates.split(",")]
+    except ValueError:
+        parser.error("--learning_rates: '%s' is not a comma-separated list of numbers"
+                     % args.learning_rates)
+    if len(rates) != workers:
+        parser.error("--learning_rates: %d rate(s) for %d workers; give one per worker"
+                     % (len(rates), workers))
+    if not all(rate > 0 for rate in rates):
+        parser.error("--learning_rates must all be positive, got %s" % args.learning_rates)
+    return rates
+
+
+def parse_flags(argv=None):
+    parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
+    add_cluster_flags(parser)
+    add_training_flags(parser, train_steps=1000, learning_rate=0.1)
+    add_replicas_flag(parser)
+    parser.add_argument_group("learning rates").add_argument(
+        "--learning_rates", metavar="η0,η1,...",
+        help="comma-separated step sizes, one per worker: worker i scales its gradient by ηᵢ "
+             "(default: --learning_rate for every worker)")
+    args = parser.parse_args(argv)
+    check_training_flags(parser, args)
+    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
+    check_replicas_flag(parser, args)
+    args.learning_rates = parse_learning_rates(parser, args)
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster: start this task's server; the ps serves until every worker has said it is done.
+# ---------------------------------------------------------------------------------------------
+def task_name(job_name, task_index):
+    return "%s%d" % (job_name, task_index)
+
+
+def session_config(args):
+    """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
+    the other workers: a worker only needs the ps tasks and itself."""
+    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
+                          operation_timeout_in_ms=int(args.timeout * 1000),
+                          device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
+                                                                           args.task_index)])
+
+
+class Watchdog:
+    """Ends this task when it makes no progress for --timeout seconds. TensorFlow itself can wait
+    forever (creating a session while a ps is down; MonitoredTrainingSession re-creating one it
+    lost), so every worker runs under one. The error names the tasks that no longer answer."""
+
+    def __init__(self, args, who):
+        self.args, self.who = args, who
+        self.last_progress = time.monotonic()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def progress(self):
+        self.last_progress = time.monotonic()
+
+    def stop(self):
+        self.stopped.set()
+
+    def _watch(self):
+        while not self.stopped.wait(self.args.timeout / 4):
+            if time.monotonic() - self.last_progress > self.args.timeout:
+                print("[%s] error: %s" % (self.who, why_stuck(self.args)), file=sys.stderr,
+                      flush=True)
+                os._exit(1)
+
+
+def why_stuck(args):
+    lost_ps = unreachable(args.cluster, "ps")
+    if lost_ps:
+        return "lost the parameter server: %s is gone" % describe(args.cluster, "ps", lost_ps)
+    silent = unreachable(args.cluster, "worker")
+    return "no progress for %g s (--timeout); %s" % (
+        args.timeout, "not answering: " + describe(args.cluster, "worker", silent) if silent
+        else "every task still answers")
+
+
+def unreachable(cluster, job_name):
+    """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
+    dead = []
+    for index, host in enumerate(cluster[job_name]):
+        name, _, port = host.rpartition(":")
+        try:
+            socket.create_connection((name, int(port)), timeout=1.0).close()
+        except OSError:
+            dead.append(index)
+    return dead
+
+
+def describe(cluster, job_name, indices):
+    return ", ".join("%s (%s)" % (task_name(job_name, index), cluster[job_name][index])
+                     for index in indices)
+
+
+def done_queues(cluster):
+    """One queue per ps: each worker enqueues its index when it has finished."""
+    workers = len(cluster["worker"])
+    queues = []
+    for index in range(len(cluster["ps"])):
+        with tf.device("/job:ps/task:%d" % index):
+            queues.append(tf.FIFOQueue(workers, tf.int32, shared_name="done_queue%d" % index,
+                                       name="done_queue%d" % index))
+    return queues
+
+
+def ready_queue():
+    """Closed by the chief once θ is initialized or restored: a closed, empty queue answers every
+    dequeue at once, so waiting workers wake up without polling, however late they start."""
+    with tf.device("/job:ps/task:0"):
+        return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
+
+
+def run_parameter_server(args, server):
+    """Serve θ until every worker has enqueued 'done' and exited. (Exiting sooner could hang a
+    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
+    port closes before it said 'done', or that never comes up within --timeout, is reported
+    and the ps exits 1."""
+    me = task_name("ps", args.task_index)
+    everyone = set(range(len(args.cluster["worker"])))
+    with tf.Graph().as_default():
+        dequeue = done_queues(args.cluster)[args.task_index].dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            done, seen, strikes = set(), set(), {}
+            poll = tf.RunOptions(timeout_in_ms=500)
+            while True:
+                try:
+                    done.add(int(sess.run(dequeue, options=poll)))
+                    all_done_at = time.time()
+                    continue
+                except tf.errors.DeadlineExceededError:
+                    pass
+                down = set(unreachable(args.cluster, "worker"))
+                if done == everyone:
+                    if down == everyone or time.time() - all_done_at > args.timeout:
+                        break
+                    continue
+                seen |= everyone - down
+                for index in (down & seen) - done:
+                    strikes[index] = strikes.get(index, 0) + 1
+                lost = sorted(index for index, count in strikes.items()
+                              if count >= 3 and index not in done)
+                never_up = sorted(everyone - seen)
+                if lost and len(done) + len(lost) == len(everyone):
+                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
+                    return 1
+                if never_up and time.time() - STARTED > args.timeout:
+                    print("[%s] error: %s never came up within %g s (--timeout)"
+                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                          file=sys.stderr)
+                    return 1
+    print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
+          % (me, len(everyone), time.process_time()), flush=True)
+    return 0
+
+
+def signal_done(args, server):
+    """Tell every ps that this worker has finished, so that the ps can exit."""
+    with tf.Graph().as_default():
+        enqueues = [queue.enqueue(args.task_index) for queue in done_queues(args.cluster)]
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            sess.run(enqueues)
+
+
+def wait_until_chief_is_ready(args, server):
+    """A non-chief worker blocks on the ready queue until the chief closes it."""
+    with tf.Graph().as_default():
+        dequeue = ready_queue().dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            try:
+                sess.run(dequeue)
+            except tf.errors.OutOfRangeError:
+                pass
+
+
+class CloseReadyQueueHook(tf.train.SessionRunHook):
+    """Run on the chief once its session has initialized or restored θ."""
+
+    def __init__(self):
+        self._close = ready_queue().close()
+
+    def after_create_session(self, session, coord):
+        session.run(self._close)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and model: the same in every example (seeded, so that results are comparable).
+# ---------------------------------------------------------------------------------------------
+def load_dataset(name, seed):
+    """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+        digits = load_digits()
+        images, labels = digits.data / 16.0, digits.target
+        order = np.random.RandomState(seed).permutation(len(images))
+        test, train = order[:360], order[360:]
+        splits = (images[train], labels[train]), (images[test], labels[test])
+    else:
+        (train_x, train_y), (test_x, test_y) = tf.keras.datasets.mnist.load_data()
+        splits = ((train_x.reshape(len(train_x), -1) / 255.0, train_y),
+                  (test_x.reshape(len(test_x), -1) / 255.0, test_y))
+    return [(x.astype(np.float32), y.astype(np.int64)) for x, y in splits]
+
+
+def worker_batches(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+
+
+def initial_parameters(inputs, classes, seed, hidden=128):
+    """Glorot-uniform weights and zero biases, drawn with NumPy so that every example, and
+    TensorFlow 1.x and 2.x alike, start from the same θ."""
+    rng = np.random.RandomState(seed)
+
+    def glorot(fan_in, fan_out):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+    return [("hidden_weights", glorot(inputs, hidden)),
+            ("hidden_biases", np.zeros(hidden, np.float32)),
+            ("output_weights", glorot(hidden, classes)),
+            ("output_biases", np.zeros(classes, np.float32))]
+
+
+def create_parameters(initial, **variable_options):
+    return [tf.Variable(value, name=name, **variable_options) for name, value in initial]
+
+
+def logits(params, images):
+    hidden_weights, hidden_biases, output_weights, output_biases = params
+    hidden = tf.nn.relu(tf.matmul(images, hidden_weights) + hidden_biases)
+    return tf.matmul(hidden, output_weights) + output_biases
+
+
+def cross_entropy(params, images, labels):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits(params, images)))
+
+
+def accuracy(params, images, labels):
+    predictions = tf.argmax(logits(params, images), axis=1)
+    return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# The algorithm: synchronous SGD, each worker's gradient scaled by its own rate ηᵢ.
+# ---------------------------------------------------------------------------------------------
+def build_graph(args):
+    """θ, global_step, the gradient accumulators and the token queue on the ps; input, forward
+    and backward passes on this worker."""
+    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
+                                                                            args.seed)
+    workers = len(args.cluster["worker"])
+    worker_device = "/job:worker/task:%d" % args.task_index
+    with tf.device(tf.train.replica_device_setter(
+            worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
+        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        global_step = tf.train.get_or_create_global_step()
+        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
+                                        args.batch_size, args.seed)
+        loss = cross_entropy(params, images, labels)
+        # A worker's step puts ηᵢ·gᵢ into one accumulator per variable on the ps, tagged with
+        # the global step it was computed at (an older tag is stale: dropped), then takes a
+        # token from the token queue. The chief's aggregation (SynchronousTrainingHook) takes
+        # the mean of N of them from every accumulator and applies it with a step of size 1,
+        # θ ← θ − mean(ηᵢ·gᵢ), adds 1 to global_step and puts one token per worker, holding the
+        # new global step, in the queue.
+        optimizer = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(1.0),
+            replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
+        rate = args.learning_rates[args.task_index]
+        gradients = optimizer.compute_gradients(loss, var_list=params)
+        train_op = optimizer.apply_gradients([(rate * gradient, variable)
+                                              for gradient, variable in gradients],
+                                             global_step=global_step)
+        test_accuracy = accuracy(params, test_images, test_labels)
+    tf.summary.scalar("loss", loss)
+    tf.summary.scalar("test_accuracy", test_accuracy)
+    return {"train_op": train_op, "loss": loss, "global_step": global_step,
+            "test_accuracy": test_accuracy, "optimizer": optimizer}
+
+
+# ---------------------------------------------------------------------------------------------
+# Ending synchronous training: nobody waits for a token that will never come.
+# ---------------------------------------------------------------------------------------------
+# SyncReplicasOptimizer's own hook runs the chief's aggregation as a QueueRunner that never ends
+# by itself, and starts with N tokens in the queue. Once the chief leaves, the workers still in
+# a step wait for a token forever, and the chief's thread waits in take_grad: the classic hang
+# at the end of TF1 synchronous training. Here the end is part of the protocol instead:
+#   1. No tokens at the start: a worker's first step needs none. From then on every update puts
+#      exactly one token per worker (M) in the queue, holding the new global step.
+#   2. A worker leaves its loop as soon as its token holds a global step >= --train_steps.
+#   3. The chief's aggregation loop ends by itself right after the update that reaches
+#      --train_steps, so it never waits for gradients that no one will send.
+# Why nobody is left waiting: the queue is first in, first out, and the last update puts M
+# tokens holding --train_steps behind whatever tokens are left. Each worker still running takes
+# tokens until it gets one of those (an older token costs it one more step, whose gradient is
+# stale and dropped), and there is one for each; no thread is left blocked on the ps. With
+# N = M each worker makes one synchronous step per update, --train_steps in all; with backup
+# workers they make at least N x --train_steps together (a fast worker may take the token of a
+# late one and step again).
+#
+# A worker that dies mid-run is another matter: with N = M, or when it was the chief (whose
+# thread aggregates), no update can complete without it. So every worker watches the ports of
+# its peers and of the ps. When a peer is gone before the last update and fewer than N workers,
+# or no chief, are left, the worker says which task died, tells the ps it is leaving (so that the
+# ps names the dead task alone) and exits 1 within seconds. With enough backup workers left it
+# says so once and goes on. A lost ps ends it at once, too. The Watchdog (--timeout) stays the
+# last resort for anything else.
+class SynchronousTrainingHook(tf.train.SessionRunHook):
+    """SyncReplicasOptimizer's start-up on every worker, the chief's aggregation loop and every
+    worker's watch over its peers, as described above."""
+
+    def __init__(self, args, server, graph):
+        self.args, self.server = args, server
+        self.who = task_name("worker", args.task_index)
+        self.is_chief = args.task_index == 0
+        optimizer, self.global_step = graph["optimizer"], graph["global_step"]
+        # The chief sets the accumulators' step to global_step (it may have resumed); every
+        # worker starts its own step tag at global_step.
+        self.init_op = optimizer.chief_init_op if self.is_chief else optimizer.local_step_init_op
+        optimizer.ready_for_local_init_op.mark_used()  # MonitoredTrainingSession checks that
+        # One aggregation: the mean of N gradients per variable, applied to θ by the wrapped
+        # optimizer, global_step += 1, M tokens in the queue. It returns the new global step.
+        with tf.control_dependencies(optimizer.get_chief_queue_runner().enqueue_ops):
+            self.aggregate = self.global_step.read_value()
+        self.stopped = threading.Event()
+        self.threads = []
+
+    def after_create_session(self, session, coord):
+        session.run(self.init_op)
+        loops = [self.watch_peers] + ([self.aggregate_until_the_last_step] if self.is_chief
+                                      else [])
+        for loop in loops:
+            self.threads.append(threading.Thread(target=loop, args=(session,), daemon=True))
+            self.threads[-1].start()
+
+    def stop(self):
+        """Called when the training loop ends, normally or not: from now on nothing is fatal."""
+        self.stopped.set()
+
+    def end(self, session):
+        self.stop()
+        for thread in self.threads:  # the aggregation is over; the watch ends within a poll
+            thread.join(self.args.timeout)
+
+    def aggregate_until_the_last_step(self, session):
+        try:
+            global_step = session.run(self.global_step)
+            while global_step < self.args.train_steps:
+                global_step = session.run(self.aggregate)
+        except tf.errors.OpError as error:
+            self.fail("the aggregation stopped: %s (%s)"
+                      % (why_stuck(self.args), error.message.splitlines()[0]))
+
+    def watch_peers(self, session):
+        cluster, workers = self.args.cluster, len(self.args.cluster["worker"])
+        backups = workers - self.args.replicas_to_aggregate
+        # Every ps answered when this session was created, and the chief was up when it let
+        # this worker start; other peers count once they have been seen (they may start late).
+        seen = {("ps", index) for index in range(len(cluster["ps"]))} | {("worker", 0)}
+        strikes, noticed = {}, set()
+        while not self.stopped.wait(0.5):
+            down = {("ps", index) for index in unreachable(cluster, "ps")}
+            down |= {("worker", index) for index in unreachable(cluster, "worker")}
+            seen |= {("worker", index) for index in range(workers)} - down
+            strikes = {task: strikes.get(task, 0) + 1 for task in down & seen}
+            gone = {task for task, count in strikes.items() if count >= 3}
+            if any(job == "ps" for job, _ in gone):
+                return self.fail(why_stuck(self.args))
+            gone_workers = sorted(index for _, index in gone)
+            if not gone_workers or set(gone_workers) <= noticed:
+                continue
+            try:
+                global_step = session.run(self.global_step)
+            except tf.errors.OpError:
+                continue  # the ps went away too: the next poll says so
+            if global_step >= self.args.train_steps:
+                return  # they left after the last update, as they should
+            lost = describe(cluster, "worker", gone_workers)
+            if 0 in gone_workers:
+                return self.fail("%s is gone before the end of training (global step %d of "
+                                 "%d): it was the chief, which aggregates the gradients, so no "
+                                 "update can complete" % (lost, global_step,
+                                                          self.args.train_steps),
+                                 tell_the_ps=True)
+            if len(gone_workers) > backups:
+                return self.fail("%s is gone before the end of training (global step %d of "
+                                 "%d): every update needs %d workers (--replicas_to_aggregate); "
+                                 "workers left: %d of %d"
+                                 % (lost, global_step, self.args.train_steps,
+                                    self.args.replicas_to_aggregate,
+                                    workers - len(gone_workers), workers), tell_the_ps=True)
+            print("[%s] %s is gone (global step %d); going on with the %d workers left, as "
+                  "every update needs %d (--replicas_to_aggregate)"
+                  % (self.who, lost, global_step, workers - len(gone_workers),
+                     self.args.replicas_to_aggregate), flush=True)
+            noticed = set(gone_workers)
+
+    def fail(self, message, tell_the_ps=False):
+        """End this worker now: its training loop is blocked in a step that cannot complete."""
+        if self.stopped.is_set():
+            return
+        print("[%s] error: %s" % (self.who, message), file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        if tell_the_ps:
+            try:
+                signal_done(self.args, self.server)
+            except tf.errors.OpError:
+                pass
+        os._exit(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training loop and shutdown.
+# ---------------------------------------------------------------------------------------------
+def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
+           curve, started, **algorithm_fields):
+    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
+    seconds = time.time() - started
+    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
+              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
+              "first_global_step": int(first_global_step), "local_steps": local_steps,
+              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
+              "test_accuracy": round(float(test_accuracy), 4),
+              "wall_seconds": round(seconds, 3),
+              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
+    result.update(algorithm_fields)
+    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
+
+
+def train(args, server, watchdog):
+    who = task_name("worker", args.task_index)
+    is_chief = args.task_index == 0
+    graph = build_graph(args)
+    synchronous = SynchronousTrainingHook(args, server, graph)
+    if not is_chief:
+        wait_until_chief_is_ready(args, server)
+    with tf.train.MonitoredTrainingSession(
+            master=server.target, is_chief=is_chief, checkpoint_dir=args.log_dir,
+            hooks=[synchronous], chief_only_hooks=[CloseReadyQueueHook()],
+            config=session_config(args),
+            save_checkpoint_steps=args.checkpoint_every if args.log_dir else None,
+            save_checkpoint_secs=None, save_summaries_steps=args.log_every,
+            log_step_count_steps=None) as sess:
+        first_global_step = global_step = sess.run(graph["global_step"])
+        started, local_steps, losses, curve = time.time(), 0, [], []
+        try:
+            while global_step < args.train_steps:
+                # One synchronous step: send gᵢ, then wait for a token. The token holds the
+                # global step of the update that released it.
+                global_step, loss = sess.run([graph["train_op"], graph["loss"]])
+                watchdog.progress()
+                local_steps += 1
+                losses.append(loss)
+                if args.step_delay:
+                    time.sleep(args.step_delay)
+                if local_steps % args.log_every == 0:
+                    test_accuracy = sess.run(graph["test_accuracy"])
+                    curve.append([round(time.time(), 3), int(global_step),
+                                  round(float(test_accuracy), 4)])
+                    print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+                          % (who, local_steps, global_step, np.mean(losses[-args.log_every:]),
+                             test_accuracy, local_steps / (time.time() - started)), flush=True)
+        finally:
+            synchronous.stop()
+        test_accuracy, global_step = sess.run([graph["test_accuracy"], graph["global_step"]])
+    signal_done(args, server)
+    report(args, who, local_steps, first_global_step, global_step, losses[-args.log_every:],
+           test_accuracy, curve, started)
+    return 0
+
+
+def main(argv=None):
+    args = parse_flags(argv)
+    who = task_name(args.job_name, args.task_index)
+    server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,
+                             task_index=args.task_index, config=session_config(args))
+    if args.job_name == "ps":
+        return run_parameter_server(args, server)
+    watchdog = Watchdog(args, who)
+    try:
+        return train(args, server, watchdog)
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+            tf.errors.AbortedError) as error:
+        print("[%s] error: %s (%s)" % (who, why_stuck(args), error.message.splitlines()[0]),
+              file=sys.stderr)
+        return 1
+    finally:
+        watchdog.stop()
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

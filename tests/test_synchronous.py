@@ -1,0 +1,299 @@
+"""The synchronous family: Synchronous-SGD/ (SSGD, backup workers), Synchronous-SGD-different-
+learning-rates/ (a rate per worker) and SAGN/ (T local steps, then a synchronous exchange).
+
+Every run is a real cluster on free localhost ports. The exact-update tests use three workers
+and a batch of 479 examples, one whole shard of the 1,437 training images: each minibatch
+gradient is then the full-shard gradient (the order of the examples does not matter), so the
+test can recompute every update with NumPy and compare it with the checkpoints the chief saved
+after each global step.
+"""
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+
+from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
+                     load_example, output, results_in, run_cluster, run_script, worker_results)
+
+SSGD = "Synchronous-SGD/ssgd.py"
+RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
+SAGN = "SAGN/SAGN.py"
+SHARD = 479  # 1,437 training images / 3 workers
+
+
+def ps_says_all_done(cluster, workers):
+    return "all %d workers are done; exiting" % workers in output(cluster, "ps0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Default settings: accuracy, and how many steps each worker made.
+# ---------------------------------------------------------------------------------------------
+def test_ssgd_reaches_accuracy_and_every_worker_makes_one_step_per_update():
+    cluster = run_cluster(SSGD, workers=2)
+    results = worker_results(cluster)
+    assert all(r["test_accuracy"] >= 0.93 for r in results), results
+    # N = M: each update took one gradient from each worker (no initial tokens, one token per
+    # worker and update), and both left after the last update.
+    assert [(r["global_step"], r["local_steps"]) for r in results] == [(1000, 1000)] * 2
+    assert ps_says_all_done(cluster, 2)
+
+
+def test_different_learning_rates_reach_accuracy():
+    cluster = run_cluster(RATES, workers=2)
+    results = worker_results(cluster)
+    assert all(r["test_accuracy"] >= 0.93 for r in results), results
+    assert [(r["global_step"], r["local_steps"]) for r in results] == [(1000, 1000)] * 2
+    assert ps_says_all_done(cluster, 2)
+
+
+def test_sagn_reaches_accuracy_with_window_local_steps_per_round():
+    cluster = run_cluster(SAGN, workers=2)
+    results = worker_results(cluster)
+    assert all(r["test_accuracy"] >= 0.93 for r in results), results
+    rounds, window = results[0]["global_step"], 4
+    assert rounds == 300
+    assert [r["local_steps"] for r in results] == [window * rounds] * 2
+    assert ps_says_all_done(cluster, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact updates, recomputed with NumPy from the data and the initial θ.
+# ---------------------------------------------------------------------------------------------
+def gradient(params, images, labels):
+    """The mean softmax cross-entropy gradient of the 64→128→10 ReLU network, in float64."""
+    hidden_weights, hidden_biases, output_weights, output_biases = params
+    before_relu = images @ hidden_weights + hidden_biases
+    hidden = np.maximum(before_relu, 0)
+    logits = hidden @ output_weights + output_biases
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    probabilities[np.arange(len(labels)), labels] -= 1
+    d_logits = probabilities / len(labels)
+    d_hidden = (d_logits @ output_weights.T) * (before_relu > 0)
+    return [images.T @ d_hidden, d_hidden.sum(axis=0), hidden.T @ d_logits,
+            d_logits.sum(axis=0)]
+
+
+def shards_and_initial_parameters(script, workers):
+    module = load_example(script)
+    (images, labels), _ = module.load_dataset("digits", 0)
+    shards = [(images[i::workers].astype(np.float64), labels[i::workers])
+              for i in range(workers)]
+    assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
+    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    return module, shards, initial
+
+
+def run_and_read_checkpoints(script, tmp_path, steps, args):
+    """Three workers, full-shard batches, a checkpoint after every global step: θ after each."""
+    log_dir = str(tmp_path / "logs")
+    cluster = run_cluster(script, workers=3, args=[
+        "--train_steps", str(steps), "--batch_size", str(SHARD), "--log_dir", log_dir,
+        "--checkpoint_every", "1"] + args)
+    results = worker_results(cluster)
+    assert all(r["global_step"] == steps for r in results), results
+    assert ps_says_all_done(cluster, 3)
+    tf = load_example(script).tf
+    names = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
+    thetas = []
+    for step in range(steps + 1):
+        reader = tf.train.load_checkpoint(os.path.join(log_dir, "model.ckpt-%d" % step))
+        assert reader.get_tensor("global_step") == step
+        thetas.append([reader.get_tensor(name).astype(np.float64) for name in names])
+    return results, thetas
+
+
+def assert_parameters_close(actual, expected, previous):
+    for got, want, before in zip(actual, expected, previous):
+        assert np.abs(want - before).max() > 1e-4, "the update itself must be measurable"
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-6)
+
+
+def test_one_ssgd_step_changes_theta_by_minus_eta_times_the_mean_gradient(tmp_path):
+    _, shards, initial = shards_and_initial_parameters(SSGD, 3)
+    results, thetas = run_and_read_checkpoints(SSGD, tmp_path, 2, ["--learning_rate", "0.5"])
+    assert [r["local_steps"] for r in results] == [2, 2, 2]
+    for before, after in zip(thetas, thetas[1:]):
+        gradients = [gradient(before, images, labels) for images, labels in shards]
+        expected = [value - 0.5 * np.mean(parts, axis=0)
+                    for value, parts in zip(before, zip(*gradients))]
+        assert_parameters_close(after, expected, before)
+    assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
+
+
+def test_one_step_with_a_rate_per_worker_changes_theta_by_minus_the_mean_of_eta_i_g_i(tmp_path):
+    rates = [0.9, 0.3, 0.05]
+    _, shards, initial = shards_and_initial_parameters(RATES, 3)
+    results, thetas = run_and_read_checkpoints(RATES, tmp_path, 2, [
+        "--learning_rates", ",".join(map(str, rates))])
+    assert [r["local_steps"] for r in results] == [2, 2, 2]
+    for before, after in zip(thetas, thetas[1:]):
+        scaled = [[rate * part for part in gradient(before, images, labels)]
+                  for rate, (images, labels) in zip(rates, shards)]
+        expected = [value - np.mean(parts, axis=0)
+                    for value, parts in zip(before, zip(*scaled))]
+        assert_parameters_close(after, expected, before)
+    assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
+
+
+def test_one_sagn_round_changes_theta_by_the_mean_normalized_accumulated_update(tmp_path):
+    """Two rounds: the second one shows that every worker started it from the same new θ."""
+    window, rate = 3, 0.5
+    _, shards, initial = shards_and_initial_parameters(SAGN, 3)
+    results, thetas = run_and_read_checkpoints(SAGN, tmp_path, 2, [
+        "--window", str(window), "--learning_rate", str(rate)])
+    assert [r["local_steps"] for r in results] == [2 * window] * 3
+    for before, after in zip(thetas, thetas[1:]):
+        updates = []
+        for images, labels in shards:
+            local = [value.copy() for value in before]
+            for _ in range(window):
+                local = [value - rate * part
+                         for value, part in zip(local, gradient(local, images, labels))]
+            updates.append([(end - start) / window for end, start in zip(local, before)])
+        expected = [value + np.mean(parts, axis=0) for value, parts in zip(before, zip(*updates))]
+        assert_parameters_close(after, expected, before)
+    assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
+
+
+def test_sagn_keeps_the_local_copy_in_local_variables_on_the_worker():
+    module = load_example(SAGN)
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    args = module.parse_flags(["--job_name", "worker", "--task_index", "1", "--ps_hosts", ps,
+                               "--worker_hosts", "%s,%s" % (worker0, worker1)])
+    with module.tf.Graph().as_default():
+        built = module.build_graph(args)
+        built["optimizer"].ready_for_local_init_op.mark_used()  # used by the session hook
+        global_variables = module.tf.global_variables()
+        assert len(global_variables) == 5  # θ and the global step, nothing of the workers'
+        assert all(v.device == "/job:ps/task:0" for v in global_variables)
+        local_names = {v.op.name for v in module.tf.local_variables()}
+        assert {v.op.name for v in built["local_params"]} <= local_names
+        assert all(v.device == "/job:worker/task:1" for v in built["local_params"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Every process exits 0 with 2, 3 (above) and 4 workers, with backup workers, and from run.sh.
+# (The different-rates script shares every line of the synchronous machinery with SSGD.)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script, replicas", [(SSGD, 4), (SAGN, 3)])
+def test_four_workers_finish_and_every_process_exits_0(script, replicas):
+    steps = 60
+    cluster = run_cluster(script, workers=4, args=[
+        "--train_steps", str(steps), "--replicas_to_aggregate", str(replicas)])
+    results = worker_results(cluster)
+    assert all(r["global_step"] == steps for r in results), results
+    synchronous_steps = [r["local_steps"] // (4 if script == SAGN else 1) for r in results]
+    if replicas == 4:
+        assert synchronous_steps == [steps] * 4
+    # One token per worker and update, all of them taken: M x updates steps in all, of which
+    # at least N per update counted (the others were stale, or backup steps).
+    assert sum(synchronous_steps) == 4 * steps
+    assert sum(synchronous_steps) >= replicas * steps
+    assert ps_says_all_done(cluster, 4)
+
+
+def test_run_sh_with_a_backup_worker_from_another_directory():
+    code, text = run_script(["bash", example("Synchronous-SGD/run.sh"),
+                             "--replicas_to_aggregate", "2", "--train_steps", "200"],
+                            env={"WORKERS": "3"}, cwd=ROOT)
+    assert code == 0, text
+    results = results_in(text)
+    assert sorted(r["task_index"] for r in results) == [0, 1, 2], text
+    assert all(r["global_step"] == 200 for r in results)
+    assert sum(r["local_steps"] for r in results) >= 2 * 200
+    assert "ssgd: 3 worker(s)" in text and "all 3 workers are done" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# A worker killed mid-run: bounded, named, nothing left running.
+# ---------------------------------------------------------------------------------------------
+def kill_mid_run(script, workers, victim, args, started_after_the_kill=()):
+    cluster = LocalCluster(example(script), workers=workers, echo=False,
+                           args=["--log_every", "50"] + args)
+    try:
+        cluster.start([task.name for task in cluster.tasks
+                       if task.name not in started_after_the_kill])
+        assert cluster.wait_for_line(victim, r"step 100 ", 120), output(cluster)
+        cluster.kill(victim)
+        cluster.start(started_after_the_kill)
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    return cluster
+
+
+def test_without_backup_workers_a_dead_worker_ends_everyone_with_its_name():
+    cluster = kill_mid_run(SSGD, 2, "worker1", ["--train_steps", "1000000"])
+    assert cluster.returncodes() == {"ps0": 1, "worker0": 1, "worker1": -signal.SIGKILL}
+    port = cluster.worker_hosts[1]
+    assert re.search(r"\[worker0\] error: worker1 \(%s\) is gone before the end of training "
+                     r".*every update needs 2 workers" % port, output(cluster, "worker0"))
+    assert "error: worker1 (%s) stopped without finishing" % port in output(cluster, "ps0")
+
+
+def test_with_a_backup_worker_the_others_finish_without_the_dead_one():
+    cluster = kill_mid_run(SAGN, 3, "worker2", ["--replicas_to_aggregate", "2",
+                                                "--train_steps", "300"])
+    assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": 0,
+                                     "worker2": -signal.SIGKILL}
+    assert all(cluster.task(name).result()["global_step"] == 300
+               for name in ("worker0", "worker1"))
+    assert "worker2 (%s) is gone" % cluster.worker_hosts[2] in output(cluster, "worker0")
+    assert "worker2 (%s) stopped without finishing" % cluster.worker_hosts[2] in output(
+        cluster, "ps0")
+
+
+def test_a_dead_chief_ends_everyone_even_with_backup_workers():
+    """worker2 only starts once the chief is dead (as a slow start on a busy machine can): the
+    chief let it in, so it too knows whom it misses."""
+    cluster = kill_mid_run(RATES, 3, "worker0", ["--replicas_to_aggregate", "2",
+                                                 "--train_steps", "1000000"],
+                           started_after_the_kill=["worker2"])
+    assert cluster.returncodes() == {"ps0": 1, "worker0": -signal.SIGKILL, "worker1": 1,
+                                     "worker2": 1}
+    for name in ("worker1", "worker2"):
+        assert "error: worker0 (%s) is gone before the end of training" % (
+            cluster.worker_hosts[0]) in output(cluster, name)
+        assert "it was the chief" in output(cluster, name)
+    assert "worker0 (%s) stopped without finishing" % cluster.worker_hosts[0] in output(
+        cluster, "ps0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags of the synchronous family.
+# ---------------------------------------------------------------------------------------------
+BAD_FLAGS = [
+    (SSGD, ["--replicas_to_aggregate", "3"], "between 1 and the number of workers (2)"),
+    (SSGD, ["--replicas_to_aggregate", "0"], "between 1 and the number of workers (2)"),
+    (SAGN, ["--replicas_to_aggregate", "-1"], "between 1 and the number of workers (2)"),
+    (SAGN, ["--window", "0"], "--window must be at least 1"),
+    (RATES, ["--learning_rates", "0.1"], "1 rate(s) for 2 workers"),
+    (RATES, ["--learning_rates", "0.1,0.2,0.3"], "3 rate(s) for 2 workers"),
+    (RATES, ["--learning_rates", "0.1,fast"], "not a comma-separated list of numbers"),
+    (RATES, ["--learning_rates", "0.1,-0.2"], "must all be positive"),
+]
+
+
+@pytest.mark.parametrize("script, argv, expected", BAD_FLAGS)
+def test_bad_synchronous_flags_get_one_line_and_exit_2(script, argv, expected, capsys):
+    module = load_example(script)
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_flags(["--ps_hosts", ps, "--worker_hosts", "%s,%s" % (worker0, worker1)]
+                           + argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(error.strip().splitlines()) == 1 and expected in error, error
+
+
+def test_replicas_and_learning_rates_default_to_every_worker():
+    module = load_example(RATES)
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    args = module.parse_flags(["--ps_hosts", ps, "--worker_hosts", "%s,%s" % (worker0, worker1),
+                               "--learning_rate", "0.3"])
+    assert args.replicas_to_aggregate == 2
+    assert args.learning_rates == [0.3, 0.3]
