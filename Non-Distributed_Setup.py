@@ -170,7 +170,11 @@ def main(argv=None):
     global_step = tf.train.get_or_create_global_step()
     images, labels = worker_batches(train_images, train_labels, 0, 1, args.batch_size, args.seed)
     loss = cross_entropy(params, images, labels)
-    update = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(loss)
+    # θ is read in place on this one device: tf.tuple holds every gradient back until all are
+    # computed, so that no update of θ starts under a backward pass still reading it.
+    gradients = tf.tuple(tf.gradients(loss, params))
+    update = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
+        zip(gradients, params))
     with tf.control_dependencies([update]):
         train_op = tf.assign_add(global_step, 1)
     test_accuracy = accuracy(params, test_images, test_labels)

@@ -448,8 +448,11 @@ def build_graph(args):
         images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
                                         args.batch_size, args.seed)
         loss = cross_entropy(local_params, images, labels)
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(
-            loss, var_list=local_params)
+        # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
+        # computed, so that no update of θᵢ starts under a backward pass still reading it.
+        gradients = tf.tuple(tf.gradients(loss, local_params))
+        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
+            zip(gradients, local_params))
         # The accumulated update of the round, normalized by the window: Δᵢ = (θᵢ − θ) / T.
         accumulated_update = [(param - start) / args.window
                               for param, start in zip(local_params, round_start)]
