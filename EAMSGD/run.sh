@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# One ps and two workers (WORKERS=N for more) of EAMSGD.py on free localhost ports.
+# Arguments go to the script: bash run.sh --window 8 --momentum 0.5
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+exec bash "$here/../tools/launch" --workers "${WORKERS:-2}" "$here/EAMSGD.py" "$@"
