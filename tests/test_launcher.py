@@ -59,18 +59,27 @@ def test_workers_variable_and_arguments_reach_the_script():
     assert all(r["algorithm"] == "dist_setup_sup" for r in results_in(text))
 
 
+MOMENTS = {  # the line after which the signal is sent
+    "start-up": "[launch] ",
+    "training": "[worker0] step ",
+    "shutdown": "[worker0] RESULT ",  # the ps is still up: it waits for its workers to exit
+}
+
+
+@pytest.mark.parametrize("moment", sorted(MOMENTS))
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_run_ends_every_task(sig):
-    process = subprocess.Popen(["bash", RUN_SH, "--train_steps", "100000000"],
+def test_an_interrupted_run_ends_every_task(sig, moment):
+    steps = "100000000" if moment != "shutdown" else "300"
+    process = subprocess.Popen(["bash", RUN_SH, "--train_steps", steps, "--log_every", "100"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env=dict(os.environ, **PYTHON), start_new_session=True)
     lines = []
     try:
         for raw in process.stdout:
             lines.append(raw.decode())
-            if lines[-1].startswith("[worker0] step "):
+            if lines[-1].startswith(MOMENTS[moment]):
                 break
-        # Training, yet nothing outside the launcher's network namespace reaches its servers.
+        # Running, yet nothing outside the launcher's network namespace reaches its servers.
         assert "in a private network namespace (loopback only)" in lines[0]
         ports = launched_ports(lines[0])
         assert len(ports) == 2 and not any(reachable(port) for port in ports)
