@@ -67,6 +67,23 @@ def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, **option
     return cluster
 
 
+def run_and_kill(relative_path, victim, args, workers=2, watch="worker0", after=r"step 50 ",
+                 bound=RUN_TIMEOUT):
+    """Start an example, SIGKILL the victim task once `watch` prints `after`, then wait up to
+    `bound` seconds for the others to end. Returns (cluster, whether all ended); nothing the
+    cluster started is left running."""
+    cluster = LocalCluster(example(relative_path), workers=workers, args=args, echo=False)
+    try:
+        cluster.start()
+        assert cluster.wait_for_line(watch, after, bound), output(cluster)
+        cluster.kill(victim)
+        ended = cluster.wait(bound, stop_on_failure=False)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    return cluster, ended
+
+
 def worker_results(cluster):
     results = sorted((r for r in cluster.results() if r["job"] == "worker"),
                      key=lambda r: r["task_index"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, results_in, run_script, worker_results)
+                     output, results_in, run_and_kill, run_script, worker_results)
 
 HOGWILD = "Hogwild/Hogwild.py"
 DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
@@ -98,16 +98,9 @@ def test_hogwild_a_slow_worker_does_not_slow_the_other():
 
 
 def test_a_killed_worker_does_not_stop_the_other_and_the_ps_says_so():
-    cluster = LocalCluster(example(DOWNPOUR), workers=2, echo=False,
-                           args=["--train_steps", "2000", "--log_every", "50"])
-    try:
-        cluster.start()
-        assert cluster.wait_for_line("worker1", r"step 50 ", 120), output(cluster)
-        cluster.kill("worker1")
-        assert cluster.wait(120, stop_on_failure=False), output(cluster)
-    finally:
-        cluster.stop()
-    assert_no_process_left(cluster)
+    cluster, ended = run_and_kill(DOWNPOUR, "worker1", ["--train_steps", "2000",
+                                                        "--log_every", "50"], watch="worker1")
+    assert ended, output(cluster)
     assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
     assert re.search(r"worker1 \(\S+\) stopped without finishing; 1 of 2 workers finished",
                      output(cluster, "ps0")), output(cluster)

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, run_cluster, worker_results)
+                     output, run_and_kill, run_cluster, worker_results)
 
 SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py"]
 
@@ -136,32 +136,19 @@ def test_without_log_dir_nothing_is_written_and_nothing_resumes(script):
 
 
 def test_worker_exits_1_with_a_clear_message_when_the_ps_dies():
-    cluster = LocalCluster(example(SCRIPTS[0]), workers=1, echo=False,
-                           args=["--train_steps", "1000000", "--log_every", "100",
-                                 "--timeout", "5"])
-    try:
-        cluster.start()
-        assert cluster.wait_for_line("worker0", r"step 100 ", 120), output(cluster)
-        cluster.kill("ps0")
-        assert cluster.wait(30, stop_on_failure=False), output(cluster)
-    finally:
-        cluster.stop()
-    assert_no_process_left(cluster)
+    cluster, ended = run_and_kill(SCRIPTS[0], "ps0", ["--train_steps", "1000000",
+                                                      "--log_every", "100", "--timeout", "5"],
+                                  workers=1, after=r"step 100 ", bound=30)
+    assert ended, output(cluster)
     assert cluster.task("worker0").returncode == 1
     assert "lost the parameter server: ps0" in output(cluster, "worker0")
 
 
 def test_ps_reports_a_worker_that_died_and_the_others_finish():
-    cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False,
-                           args=["--train_steps", "6000", "--log_every", "100"])
-    try:
-        cluster.start()
-        assert cluster.wait_for_line("worker1", r"step 100 ", 120), output(cluster)
-        cluster.kill("worker1")
-        assert cluster.wait(120, stop_on_failure=False), output(cluster)
-    finally:
-        cluster.stop()
-    assert_no_process_left(cluster)
+    cluster, ended = run_and_kill(SCRIPTS[0], "worker1", ["--train_steps", "6000",
+                                                          "--log_every", "100"],
+                                  watch="worker1", after=r"step 100 ")
+    assert ended, output(cluster)
     assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
     assert "worker1" in output(cluster, "ps0") and "stopped without finishing" in output(
         cluster, "ps0")

@@ -5,12 +5,11 @@ the survivors ("survived") or with every process ended non-zero and a message th
 dead task ("failed cleanly"); never "hung", never a leftover process. The table of outcomes is
 printed at the end of the test session."""
 import os
-import signal
 
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, output, tf_major_version,
-                     worker_results)
+from helpers import (ROOT, LocalCluster, assert_no_process_left, output, run_and_kill,
+                     tf_major_version, worker_results)
 
 import shared_helpers
 
@@ -38,20 +37,10 @@ def script(request):
     return request.param
 
 
-def run_and_kill(script, victim, extra_args=()):
-    """Start ps + 2 workers, SIGKILL the victim once training is under way, wait for the rest."""
-    cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
-                           args=["--train_steps", "1500", "--log_every", "50",
-                                 "--timeout", TIMEOUT] + list(extra_args))
-    try:
-        cluster.start()
-        assert cluster.wait_for_line("worker0", r"step 50 ", BOUND), output(cluster)
-        cluster.kill(victim)
-        ended = cluster.wait(BOUND, stop_on_failure=False)
-    finally:
-        cluster.stop()
-    assert_no_process_left(cluster)
-    return cluster, ended
+def kill_during_training(script, victim):
+    """ps + 2 workers; SIGKILL the victim once training is under way; wait for the rest."""
+    return run_and_kill(script, victim, ["--train_steps", "1500", "--log_every", "50",
+                                         "--timeout", TIMEOUT], bound=BOUND)
 
 
 def classify(cluster, ended, victim):
@@ -69,7 +58,7 @@ def classify(cluster, ended, victim):
 
 @pytest.mark.parametrize("victim", ["worker1", "worker0"])
 def test_a_killed_worker(script, victim):
-    cluster, ended = run_and_kill(script, victim)
+    cluster, ended = kill_during_training(script, victim)
     outcome = OUTCOMES[("%s killed" % victim, script)] = classify(cluster, ended, victim)
     if family(script) == "asynchronous":
         # The others do not need the dead worker: they finish training, and the ps says who
@@ -83,7 +72,7 @@ def test_a_killed_worker(script, victim):
 
 
 def test_the_ps_killed(script):
-    cluster, ended = run_and_kill(script, "ps0")
+    cluster, ended = kill_during_training(script, "ps0")
     outcome = OUTCOMES[("ps0 killed", script)] = classify(cluster, ended, "ps0")
     assert outcome == "failed cleanly", output(cluster)
     for name in ("worker0", "worker1"):
