@@ -434,11 +434,13 @@ def build_graph(args):
 
 
 def devices_used(run_metadata):
-    """{kernel: sorted devices} for the matrix products and the parameter updates of one step."""
+    """{kernel: sorted devices} for the matrix products and the parameter updates of one step.
+    (TensorFlow 2.x may fuse a MatMul with its bias and ReLU into _FusedMatMul: still a MatMul.)"""
     used = {}
     for device in run_metadata.step_stats.dev_stats:
         for node in device.node_stats:
             kernel = node.timeline_label.split("= ")[-1].split("(")[0].strip()
+            kernel = "MatMul" if kernel.endswith("MatMul") else kernel
             if kernel in ("MatMul", "ApplyGradientDescent"):
                 used.setdefault(kernel, set()).add(device.device.split("/stream")[0])
     return {kernel: sorted(devices) for kernel, devices in used.items()}
