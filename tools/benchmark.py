@@ -178,14 +178,19 @@ def render(report):
         report["machine"], report["date"])
 
 
+def section_bounds(text):
+    """Where the README's results section starts and ends, between its two markers."""
+    return text.index(README_START) + len(README_START), text.index(README_END)
+
+
 def readme_section(text):
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    start, end = section_bounds(text)
     return text[start:end].strip()
 
 
 def update_readme(report):
     text = open(README).read()
-    start, end = text.index(README_START) + len(README_START), text.index(README_END)
+    start, end = section_bounds(text)
     open(README, "w").write(text[:start] + "\n" + render(report) + "\n" + text[end:])
     os.makedirs(os.path.dirname(RECORD), exist_ok=True)
     with open(RECORD, "w") as out:
