@@ -185,9 +185,10 @@ def session_config(args):
 
 
 class Watchdog:
-    """Ends this task when it makes no progress for --timeout seconds. TensorFlow itself can wait
-    forever (creating a session while a ps is down; MonitoredTrainingSession re-creating one it
-    lost), so every worker runs under one. The error names the tasks that no longer answer."""
+    """Ends this task when a ps it has reached stops answering (within about 1.5 s), or when it
+    makes no progress for --timeout seconds. TensorFlow itself can wait forever (creating a
+    session while a ps is down; MonitoredTrainingSession re-creating one it lost), so every
+    worker runs under one. The error names the tasks that no longer answer."""
 
     def __init__(self, args, who):
         self.args, self.who = args, who
@@ -202,8 +203,13 @@ class Watchdog:
         self.stopped.set()
 
     def _watch(self):
-        while not self.stopped.wait(self.args.timeout / 4):
-            if time.monotonic() - self.last_progress > self.args.timeout:
+        reached, strikes = set(), {}
+        while not self.stopped.wait(0.5):
+            down = set(unreachable(self.args.cluster, "ps"))
+            reached |= set(range(len(self.args.cluster["ps"]))) - down
+            strikes = {index: strikes.get(index, 0) + 1 for index in down & reached}
+            stuck = time.monotonic() - self.last_progress > self.args.timeout
+            if (stuck or max(strikes.values(), default=0) >= 3) and not self.stopped.is_set():
                 print("[%s] error: %s" % (self.who, why_stuck(self.args)), file=sys.stderr,
                       flush=True)
                 os._exit(1)
@@ -236,14 +242,17 @@ def describe(cluster, job_name, indices):
                      for index in indices)
 
 
-def done_queues(cluster):
-    """One queue per ps: each worker enqueues its index when it has finished."""
+def status_queues(cluster):
+    """One queue per ps, on which each worker enqueues (its index, b"started") when it has
+    connected and (its index, b"done") when it has finished. The ps learns who is up from the
+    workers themselves, so even a worker that dies a moment after starting is accounted for."""
     workers = len(cluster["worker"])
     queues = []
     for index in range(len(cluster["ps"])):
         with tf.device("/job:ps/task:%d" % index):
-            queues.append(tf.FIFOQueue(workers, tf.int32, shared_name="done_queue%d" % index,
-                                       name="done_queue%d" % index))
+            queues.append(tf.FIFOQueue(2 * workers, [tf.int32, tf.string],
+                                       shared_name="status_queue%d" % index,
+                                       name="status_queue%d" % index))
     return queues
 
 
@@ -255,20 +264,21 @@ def ready_queue():
 
 
 def run_parameter_server(args, server):
-    """Serve θ until every worker has enqueued 'done' and exited. (Exiting sooner could hang a
+    """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
     worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
-    port closes before it said 'done', or that never comes up within --timeout, is reported
-    and the ps exits 1."""
+    port closes after it said "started" but before "done", or that has not started within
+    --timeout, is reported and the ps exits 1."""
     me = task_name("ps", args.task_index)
     everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
-        dequeue = done_queues(args.cluster)[args.task_index].dequeue()
+        dequeue = status_queues(args.cluster)[args.task_index].dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
-            done, seen, strikes = set(), set(), {}
+            started, done, strikes = set(), set(), {}
             poll = tf.RunOptions(timeout_in_ms=500)
             while True:
                 try:
-                    done.add(int(sess.run(dequeue, options=poll)))
+                    index, status = sess.run(dequeue, options=poll)
+                    (done if status == b"done" else started).add(int(index))
                     all_done_at = time.time()
                     continue
                 except tf.errors.DeadlineExceededError:
@@ -278,12 +288,11 @@ def run_parameter_server(args, server):
                     if down == everyone or time.time() - all_done_at > args.timeout:
                         break
                     continue
-                seen |= everyone - down
-                for index in (down & seen) - done:
+                for index in (down & started) - done:
                     strikes[index] = strikes.get(index, 0) + 1
                 lost = sorted(index for index, count in strikes.items()
                               if count >= 3 and index not in done)
-                never_up = sorted(everyone - seen)
+                never_up = sorted(everyone - started - done)
                 if lost and len(done) + len(lost) == len(everyone):
                     print("[%s] error: %s stopped without finishing; %d of %d workers finished"
                           % (me, describe(args.cluster, "worker", lost), len(done),
@@ -299,10 +308,11 @@ def run_parameter_server(args, server):
     return 0
 
 
-def signal_done(args, server):
-    """Tell every ps that this worker has finished, so that the ps can exit."""
+def tell_parameter_servers(args, server, status):
+    """Enqueue (this worker's index, status) on every ps: b"started" or b"done"."""
     with tf.Graph().as_default():
-        enqueues = [queue.enqueue(args.task_index) for queue in done_queues(args.cluster)]
+        enqueues = [queue.enqueue((args.task_index, status))
+                    for queue in status_queues(args.cluster)]
         with tf.Session(server.target, config=session_config(args)) as sess:
             sess.run(enqueues)
 
@@ -463,7 +473,7 @@ def train(args, server, watchdog):
                       % (who, local_steps, global_step, np.mean(losses[-args.log_every:]),
                          test_accuracy, local_steps / (time.time() - started)), flush=True)
         test_accuracy, global_step = sess.run([graph["test_accuracy"], graph["global_step"]])
-    signal_done(args, server)
+    tell_parameter_servers(args, server, b"done")
     report(args, who, local_steps, first_global_step, global_step, losses[-args.log_every:],
            test_accuracy, curve, started)
     return 0
@@ -478,6 +488,7 @@ def main(argv=None):
         return run_parameter_server(args, server)
     watchdog = Watchdog(args, who)
     try:
+        tell_parameter_servers(args, server, b"started")
         return train(args, server, watchdog)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError) as error:

@@ -17,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(ROOT, "Distributed-Setup", "dist_setup.py")
 SHARED = ["OneLineErrorParser", "add_cluster_flags", "add_training_flags", "check_training_flags",
           "parse_host_list", "cluster_from_flags", "task_name", "session_config", "Watchdog",
-          "why_stuck", "unreachable", "describe", "done_queues", "ready_queue",
-          "run_parameter_server", "signal_done", "wait_until_chief_is_ready",
+          "why_stuck", "unreachable", "describe", "status_queues", "ready_queue",
+          "run_parameter_server", "tell_parameter_servers", "wait_until_chief_is_ready",
           "CloseReadyQueueHook", "load_dataset", "worker_batches", "initial_parameters",
           "create_parameters", "logits", "cross_entropy", "accuracy", "report"]
 
