@@ -4,6 +4,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def pytest_configure(config):
+    # `bash setup.sh test` runs every test on TensorFlow 1.15.5, then the tests marked tf2 on
+    # TensorFlow 2.x (pytest -m tf2): every example trains to its accuracy, every update rule is
+    # exact, placement, the notebooks, and the fault matrix for one example of each family.
+    config.addinivalue_line("markers", "tf2: part of the TensorFlow 2.x compatibility run")
+
+
 def pytest_terminal_summary(terminalreporter):
     """The reliability suite's table: scenario × example → outcome."""
     from test_reliability import OUTCOMES

@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -51,12 +52,36 @@ def output(cluster, name=None):
     return "\n".join("[%s] %s" % (task.name, line) for task in tasks for line in task.lines)
 
 
-def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, **options):
-    """Run an example to the end; assert that every task exited 0 and return the cluster."""
+def listening(host):
+    name, _, port = host.rpartition(":")
+    try:
+        socket.create_connection((name, int(port)), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def start_the_chief_last(cluster):
+    """Start the ps and the other workers, and the chief once their servers listen: they then
+    wait for the chief's θ and all start training together, so that on a busy machine no worker
+    misses a short run because the others finished it before it had imported TensorFlow."""
+    cluster.start([task.name for task in cluster.tasks if task.name != "worker0"])
+    assert cluster.wait_for(lambda: all(map(listening, cluster.worker_hosts[1:])),
+                            RUN_TIMEOUT), output(cluster)
+    cluster.start(["worker0"])
+
+
+def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, chief_last=False,
+                **options):
+    """Run an example to the end; assert that every task exited 0 and return the cluster.
+    chief_last: see start_the_chief_last."""
     cluster = LocalCluster(example(relative_path), workers=workers, args=args, echo=False,
                            **options)
     try:
-        cluster.start()
+        if chief_last:
+            start_the_chief_last(cluster)
+        else:
+            cluster.start()
         assert cluster.wait(timeout), "not finished in %d s, or a task failed: %s\n%s" % (
             timeout, cluster.returncodes(), output(cluster))
     finally:

@@ -1,9 +1,12 @@
 """Non-Distributed_Setup.py: the one-process reference."""
 import sys
 
+import pytest
+
 from helpers import example, results_in, run_cluster, run_script, worker_results
 
 
+@pytest.mark.tf2
 def test_baseline_reaches_accuracy_and_prints_its_result():
     code, text = run_script([sys.executable, example("Non-Distributed_Setup.py")])
     assert code == 0, text
@@ -14,6 +17,7 @@ def test_baseline_reaches_accuracy_and_prints_its_result():
     assert "[local] step 500 " in text
 
 
+@pytest.mark.tf2
 def test_one_distributed_worker_computes_what_the_baseline_computes():
     """Same seeded θ, same data order, same update: only the place where θ lives differs."""
     code, text = run_script([sys.executable, example("Non-Distributed_Setup.py"),

@@ -2,16 +2,16 @@
 import glob
 import json
 import os
-import signal
 
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, run_and_kill, run_cluster, worker_results)
+                     output, run_cluster, worker_results)
 
 SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py"]
 
 
+@pytest.mark.tf2
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_one_worker_reaches_accuracy_and_every_task_exits_0(script):
     cluster = run_cluster(script, workers=1)
@@ -26,7 +26,7 @@ def test_one_worker_reaches_accuracy_and_every_task_exits_0(script):
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_global_step_counts_every_workers_updates(script):
-    cluster = run_cluster(script, workers=3, args=["--train_steps", "600"])
+    cluster = run_cluster(script, workers=3, args=["--train_steps", "600"], chief_last=True)
     results = worker_results(cluster)
     assert all(r["local_steps"] > 0 for r in results), "every worker trained"
     # Every local step applied one update on the ps; the last worker to finish saw them all.
@@ -34,6 +34,7 @@ def test_global_step_counts_every_workers_updates(script):
     assert 600 <= max(r["global_step"] for r in results) < 600 + 3
 
 
+@pytest.mark.tf2
 def test_variables_live_on_the_ps_and_gradients_run_on_the_worker():
     module = load_example(SCRIPTS[0])
     ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
@@ -50,6 +51,7 @@ def test_variables_live_on_the_ps_and_gradients_run_on_the_worker():
         assert built["loss"].device == "/job:worker/task:1"
 
 
+@pytest.mark.tf2
 def test_tf_config_replaces_the_cluster_flags():
     cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False)
     spec = {"ps": cluster.ps_hosts, "worker": cluster.worker_hosts}
@@ -91,7 +93,7 @@ def checkpoint_steps(log_dir):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     log_dir = str(tmp_path / "logs")
-    args = ["--train_steps", "4000", "--checkpoint_every", "200", "--log_every", "100",
+    args = ["--train_steps", "1500", "--checkpoint_every", "200", "--log_every", "100",
             "--log_dir", log_dir]
     cluster = LocalCluster(example(script), workers=1, args=args, echo=False)
     try:
@@ -106,8 +108,8 @@ def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     assert checkpoints[-1] >= 200
     [result] = worker_results(run_cluster(script, workers=1, args=args))
     assert result["first_global_step"] >= checkpoints[-1], "resumed from the last checkpoint"
-    assert result["global_step"] == 4000
-    assert result["local_steps"] == 4000 - result["first_global_step"]
+    assert result["global_step"] == 1500
+    assert result["local_steps"] == 1500 - result["first_global_step"]
     assert {"loss", "test_accuracy"} <= summary_tags(log_dir)
 
 
@@ -135,21 +137,3 @@ def test_without_log_dir_nothing_is_written_and_nothing_resumes(script):
     assert sorted(os.listdir(folder)) == before
 
 
-def test_worker_exits_1_with_a_clear_message_when_the_ps_dies():
-    cluster, ended = run_and_kill(SCRIPTS[0], "ps0", ["--train_steps", "1000000",
-                                                      "--log_every", "100", "--timeout", "5"],
-                                  workers=1, after=r"step 100 ", bound=30)
-    assert ended, output(cluster)
-    assert cluster.task("worker0").returncode == 1
-    assert "lost the parameter server: ps0" in output(cluster, "worker0")
-
-
-def test_ps_reports_a_worker_that_died_and_the_others_finish():
-    cluster, ended = run_and_kill(SCRIPTS[0], "worker1", ["--train_steps", "6000",
-                                                          "--log_every", "100"],
-                                  watch="worker1", after=r"step 100 ")
-    assert ended, output(cluster)
-    assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
-    assert "worker1" in output(cluster, "ps0") and "stopped without finishing" in output(
-        cluster, "ps0")
-    assert cluster.task("worker0").result()["global_step"] >= 6000

@@ -40,6 +40,7 @@ def assert_gone(pids):
         raise AssertionError("process %d is still running" % pid)
 
 
+@pytest.mark.tf2
 def test_run_sh_trains_prints_the_table_and_returns():
     code, text = run_script(["bash", RUN_SH, "--train_steps", "300"], env=PYTHON)
     assert code == 0, text

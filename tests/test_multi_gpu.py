@@ -3,6 +3,8 @@ import json
 import re
 import sys
 
+import pytest
+
 from helpers import example, results_in, run_script
 
 SH = example("Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.sh")
@@ -13,6 +15,7 @@ def devices_logged(text, worker):
     return json.loads(line.group(1))
 
 
+@pytest.mark.tf2
 def test_without_a_gpu_it_says_so_once_and_trains_on_the_cpu():
     code, text = run_script(["bash", SH], env={"PYTHON": sys.executable, "GPUS": "0"})
     assert code == 0, text

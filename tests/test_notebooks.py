@@ -69,6 +69,7 @@ def alone():
     return {path: text_of(notebook) for path, notebook in zip(execute.ALONE, notebooks)}
 
 
+@pytest.mark.tf2
 @pytest.mark.parametrize("path", execute.ALONE)
 def test_a_notebook_that_runs_alone_frees_its_ports_when_its_kernel_ends(alone, path):
     text = alone[path]
@@ -102,6 +103,7 @@ def test_local_then_global_keeps_local_state_on_the_worker(alone):
     assert "the local steps ran on ['/job:worker/replica:0/task:0/device:CPU:0']" in text
 
 
+@pytest.mark.tf2
 def test_multiple_workers_side_by_side_exchange_updates_through_the_ps(tmp_path):
     ports = free_ports(3)
     cluster_file = write_cluster_file(tmp_path, ports, WAIT_SECONDS)

@@ -5,20 +5,22 @@ the survivors ("survived") or with every process ended non-zero and a message th
 dead task ("failed cleanly"); never "hung", never a leftover process. The table of outcomes is
 printed at the end of the test session."""
 import os
+import re
+import signal
 
 import pytest
 
 from helpers import (ROOT, LocalCluster, assert_no_process_left, output, run_and_kill,
-                     tf_major_version, worker_results)
+                     worker_results)
 
 import shared_helpers
 
 SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN"}
 EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
             if "def add_cluster_flags" in open(path).read()]
-# TensorFlow 2.x imports three times slower; there the matrix covers one example per family,
-# so that CI stays within its budget. The full matrix runs on TensorFlow 1.15.
-TF2_SUBSET = {"Distributed-Setup/dist_setup.py", "Synchronous-SGD/ssgd.py", "Hogwild/Hogwild.py"}
+# On TensorFlow 2.x (the tests marked tf2, see conftest.py) the matrix runs one example of each
+# family; the full matrix runs on TensorFlow 1.15.
+TF2_SUBSET = {"Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"}
 TIMEOUT = "10"  # --timeout: how long a task waits for a dead peer before it gives up
 BOUND = 90      # seconds within which every scenario must have ended
 OUTCOMES = {}   # (scenario, example) -> outcome, printed by conftest.py
@@ -28,19 +30,17 @@ def family(script):
     return "synchronous" if script.split("/")[0] in SYNCHRONOUS else "asynchronous"
 
 
-@pytest.fixture(params=EXAMPLES)
+@pytest.fixture(params=[pytest.param(path, marks=pytest.mark.tf2) if path in TF2_SUBSET else path
+                        for path in EXAMPLES])
 def script(request):
-    if tf_major_version() >= 2 and request.param not in TF2_SUBSET:
-        pytest.skip("on TensorFlow 2.x the fault matrix runs one example per family "
-                    "(%s); the full matrix runs on TensorFlow 1.15" % ", ".join(sorted(
-                        TF2_SUBSET)))
     return request.param
 
 
 def kill_during_training(script, victim):
-    """ps + 2 workers; SIGKILL the victim once training is under way; wait for the rest."""
+    """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 200th
+    step); wait for the rest."""
     return run_and_kill(script, victim, ["--train_steps", "1500", "--log_every", "50",
-                                         "--timeout", TIMEOUT], bound=BOUND)
+                                         "--timeout", TIMEOUT], after=r"step 200 ", bound=BOUND)
 
 
 def classify(cluster, ended, victim):
@@ -64,9 +64,11 @@ def test_a_killed_worker(script, victim):
         # The others do not need the dead worker: they finish training, and the ps says who
         # never finished.
         assert outcome == "survived", output(cluster)
-        assert cluster.task("ps0").returncode == 1
-        assert victim in output(cluster, "ps0") and "stopped without finishing" in output(
-            cluster, "ps0")
+        survivor = "worker0" if victim == "worker1" else "worker1"
+        assert cluster.returncodes() == {"ps0": 1, survivor: 0, victim: -signal.SIGKILL}
+        assert re.search(r"%s \(\S+\) stopped without finishing; 1 of 2 workers finished"
+                         % victim, output(cluster, "ps0")), output(cluster)
+        assert cluster.task(survivor).result()["global_step"] >= 1500
     else:
         assert outcome in ("survived", "failed cleanly"), output(cluster)
 

@@ -36,6 +36,7 @@ def test_imports_only_tensorflow_numpy_sklearn_and_the_standard_library(path):
     assert modules <= THIRD_PARTY | STANDARD_LIBRARY, modules - THIRD_PARTY - STANDARD_LIBRARY
 
 
+@pytest.mark.tf2
 def test_a_script_copied_alone_still_runs(tmp_path):
     """The way people use the collection: copy one file into their own project."""
     copy = shutil.copy(os.path.join(ROOT, "Distributed-Setup", "dist_setup.py"), str(tmp_path))

@@ -30,6 +30,7 @@ def ps_says_all_done(cluster, workers):
 # ---------------------------------------------------------------------------------------------
 # Default settings: accuracy, and how many steps each worker made.
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.tf2
 def test_ssgd_reaches_accuracy_and_every_worker_makes_one_step_per_update():
     cluster = run_cluster(SSGD, workers=2)
     results = worker_results(cluster)
@@ -40,6 +41,7 @@ def test_ssgd_reaches_accuracy_and_every_worker_makes_one_step_per_update():
     assert ps_says_all_done(cluster, 2)
 
 
+@pytest.mark.tf2
 def test_different_learning_rates_reach_accuracy():
     cluster = run_cluster(RATES, workers=2)
     results = worker_results(cluster)
@@ -48,6 +50,7 @@ def test_different_learning_rates_reach_accuracy():
     assert ps_says_all_done(cluster, 2)
 
 
+@pytest.mark.tf2
 def test_sagn_reaches_accuracy_with_window_local_steps_per_round():
     cluster = run_cluster(SAGN, workers=2)
     results = worker_results(cluster)
@@ -111,6 +114,7 @@ def assert_parameters_close(actual, expected, previous):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-6)
 
 
+@pytest.mark.tf2
 def test_one_ssgd_step_changes_theta_by_minus_eta_times_the_mean_gradient(tmp_path):
     _, shards, initial = shards_and_initial_parameters(SSGD, 3)
     results, thetas = run_and_read_checkpoints(SSGD, tmp_path, 2, ["--learning_rate", "0.5"])
@@ -123,6 +127,7 @@ def test_one_ssgd_step_changes_theta_by_minus_eta_times_the_mean_gradient(tmp_pa
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
 
 
+@pytest.mark.tf2
 def test_one_step_with_a_rate_per_worker_changes_theta_by_minus_the_mean_of_eta_i_g_i(tmp_path):
     rates = [0.9, 0.3, 0.05]
     _, shards, initial = shards_and_initial_parameters(RATES, 3)
@@ -138,6 +143,7 @@ def test_one_step_with_a_rate_per_worker_changes_theta_by_minus_the_mean_of_eta_
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
 
 
+@pytest.mark.tf2
 def test_one_sagn_round_changes_theta_by_the_mean_normalized_accumulated_update(tmp_path):
     """Two rounds: the second one shows that every worker started it from the same new θ."""
     window, rate = 3, 0.5
@@ -235,6 +241,7 @@ def test_without_backup_workers_a_dead_worker_ends_everyone_with_its_name():
     assert "error: worker1 (%s) stopped without finishing" % port in output(cluster, "ps0")
 
 
+@pytest.mark.tf2
 def test_with_a_backup_worker_the_others_finish_without_the_dead_one():
     cluster = kill_mid_run(SAGN, 3, "worker2", ["--replicas_to_aggregate", "2",
                                                 "--train_steps", "300"])
