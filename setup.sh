@@ -3,7 +3,8 @@
 #
 #   bash setup.sh             install into .venv (Python 3.7 + TensorFlow 1.15.5), then run every
 #                             example briefly and print a table of what each reached
-#   bash setup.sh test        install the same plus the test tools, then run the whole test suite
+#   bash setup.sh test        install the same plus the test tools, then run the whole test suite;
+#                             then its compatibility part (the tests marked tf2) on TensorFlow 2.x
 #   bash setup.sh --tf2 ...   the same with TensorFlow 2.x (tf.compat.v1) on python3, in .venv-tf2
 #
 # Both are idempotent: a second run installs nothing unless requirements/ changed.
@@ -58,6 +59,13 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ "$mode" = test ]; then
-    exec "$venv/bin/python" -m pytest tests "$@"
+    if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
+        exec "$venv/bin/python" -m pytest tests "$@"
+    fi
+    # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
+    # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
+    "$venv/bin/python" -m pytest tests
+    echo "setup: TensorFlow 2.x compatibility run: bash setup.sh --tf2 test -m tf2"
+    exec bash "$root/setup.sh" --tf2 test -m tf2
 fi
 exec "$venv/bin/python" tools/benchmark.py "$@"
