@@ -386,6 +386,50 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
+def apply_on_the_ps(optimizer, gradients, params):
+    """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
+    gradients packed on this worker into one message per ps task."""
+    updates = []
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        message = pack([gradients[i] for i in indices])
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
+    return tf.group(*updates)
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: plain asynchronous SGD with θ on the ps.
 # ---------------------------------------------------------------------------------------------
@@ -401,10 +445,16 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()
         images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
                                         args.batch_size, args.seed)
-        loss = cross_entropy(params, images, labels)
-        # θ ← θ − η·g on the ps, then count the update; the step returns the new global_step.
-        update = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(loss)
-        with tf.control_dependencies([update]):
+        # θ comes from the ps in one message; the forward and backward passes run here ...
+        theta = read_from_the_ps(params)
+        loss = cross_entropy(theta, images, labels)
+        gradients = tf.gradients(loss, theta)
+        # ... and θ ← θ − η·g runs on the ps, g sent as one message; then the ps counts the
+        # update (even its constant 1 is made there: nothing else crosses the network). The
+        # step returns the new global_step.
+        update = apply_on_the_ps(tf.train.GradientDescentOptimizer(args.learning_rate),
+                                 gradients, params)
+        with tf.control_dependencies([update]), tf.device(global_step.device):
             train_op = tf.assign_add(global_step, 1)
         test_accuracy = accuracy(params, test_images, test_labels)
     tf.summary.scalar("loss", loss)

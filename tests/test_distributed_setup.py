@@ -51,6 +51,40 @@ def test_variables_live_on_the_ps_and_gradients_run_on_the_worker():
         assert built["loss"].device == "/job:worker/task:1"
 
 
+def tensors_between_ps_and_worker(fetch):
+    """The names of the tensors that one run of `fetch` sends from a ps to a worker or back:
+    TensorFlow 1.x sends each as its own RPC."""
+    crossing, seen, stack = set(), set(), [fetch.op]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        for tensor in op.inputs:
+            if ("/job:ps" in tensor.op.device) != ("/job:ps" in op.device):
+                crossing.add(tensor.name)
+            stack.append(tensor.op)
+        stack.extend(op.control_inputs)
+    return crossing
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("script", SCRIPTS + [
+    "Hogwild/Hogwild.py", "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"])
+def test_a_step_moves_theta_in_one_message_and_the_gradient_in_one(script):
+    module = load_example(script)
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    args = module.parse_flags(["--job_name", "worker", "--task_index", "1", "--ps_hosts", ps,
+                               "--worker_hosts", "%s,%s" % (worker0, worker1)])
+    with module.tf.Graph().as_default():
+        built = module.build_graph(args)
+        crossing = tensors_between_ps_and_worker(built["train_op"])
+    # θ packed on the ps (a concat there), g packed on the worker; the four variables would
+    # otherwise be eight tensors, eight RPCs per step (and the constant 1 of the global step's
+    # increment, made on the worker, a ninth).
+    assert len(crossing) == 2, sorted(crossing)
+
+
 @pytest.mark.tf2
 def test_tf_config_replaces_the_cluster_flags():
     cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False)

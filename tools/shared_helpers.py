@@ -20,7 +20,8 @@ SHARED = ["OneLineErrorParser", "add_cluster_flags", "add_training_flags", "chec
           "why_stuck", "unreachable", "describe", "status_queues", "ready_queue",
           "run_parameter_server", "tell_parameter_servers", "wait_until_chief_is_ready",
           "CloseReadyQueueHook", "load_dataset", "worker_batches", "initial_parameters",
-          "create_parameters", "logits", "cross_entropy", "accuracy", "report"]
+          "create_parameters", "logits", "cross_entropy", "accuracy", "pack", "unpack",
+          "by_ps_task", "read_from_the_ps", "apply_on_the_ps", "report"]
 
 
 def example_scripts():
