@@ -334,7 +334,11 @@ def run_parameter_server(args, server):
 
 
 def tell_parameter_servers(args, server, status):
-    """Enqueue (this worker's index, status) on every ps: b"started" or b"done"."""
+    """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
+    whose ps is not up yet retries once a second; watching the ports (bounded by the Watchdog)
+    connects the moment they open."""
+    while unreachable(args.cluster, "ps"):
+        time.sleep(0.05)
     with tf.Graph().as_default():
         enqueues = [queue.enqueue((args.task_index, status))
                     for queue in status_queues(args.cluster)]
