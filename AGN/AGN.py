@@ -420,6 +420,38 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: T local SGD steps on θᵢ, commit Δᵢ = (θᵢ − θᵢ at pull) / T, pull θ.
 # ---------------------------------------------------------------------------------------------
@@ -483,8 +515,10 @@ def build_graph(args):
 
 
 def pull(params, local_copies, pulled_copies):
-    """θᵢ ← θ, and θᵢ at pull ← θ: one read of the global parameters, kept twice."""
-    pulled = [tf.assign(copy, param.read_value()) for copy, param in zip(pulled_copies, params)]
+    """θᵢ ← θ, and θᵢ at pull ← θ: one read of the global parameters (one message), kept
+    twice."""
+    pulled = [tf.assign(copy, value)
+              for copy, value in zip(pulled_copies, read_from_the_ps(params))]
     return [tf.assign(copy, value) for copy, value in zip(local_copies, pulled)]
 
 

@@ -418,6 +418,50 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
+def apply_on_the_ps(optimizer, gradients, params):
+    """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
+    gradients packed on this worker into one message per ps task."""
+    updates = []
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        message = pack([gradients[i] for i in indices])
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
+    return tf.group(*updates)
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: T local Adagrad steps on θᵢ, then push Σg to the ps's Adagrad and pull θ.
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +508,7 @@ def build_graph(args):
         # with no lock and no waiting for other workers, and the global step grows by the T
         # minibatch steps that the window made.
         ps_optimizer = tf.train.AdagradOptimizer(args.learning_rate, use_locking=False)
-        push = ps_optimizer.apply_gradients(zip(window_gradients, params))
+        push = apply_on_the_ps(ps_optimizer, window_gradients, params)  # one message
         with tf.control_dependencies([push]):
             new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
         # Pull: the next window starts from the global θ, with an empty sum.
@@ -492,8 +536,9 @@ def local_variable_getter(getter, *args, **kwargs):
 
 
 def pull(params, local_copies):
-    """θᵢ ← θ: this worker's copies take the current values of the global parameters."""
-    return [tf.assign(copy, param.read_value()) for copy, param in zip(local_copies, params)]
+    """θᵢ ← θ: this worker's copies take the current values of the global parameters, read in
+    one message."""
+    return [tf.assign(copy, value) for copy, value in zip(local_copies, read_from_the_ps(params))]
 
 
 # ---------------------------------------------------------------------------------------------

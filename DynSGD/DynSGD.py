@@ -414,6 +414,17 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: pull θ and the counter, T local steps, commit Δ scaled by 1/(s + 1) on the ps.
 # ---------------------------------------------------------------------------------------------
@@ -445,8 +456,12 @@ def build_graph(args):
         loss = cross_entropy(local, images, labels)
         local_step = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(
             loss, var_list=local)
-        accumulated_update = [theta - theta_pulled for theta, theta_pulled in zip(local, pulled)]
+        # Δ = θᵢ − θ_pulled, packed on this worker into one message to the ps; θ comes back
+        # packed the same way (see read_theta_and_counter).
+        update_message = pack([theta - theta_pulled
+                               for theta, theta_pulled in zip(local, pulled)])
         with tf.device("/job:ps/task:0"):
+            accumulated_update = unpack(update_message, params)
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
             # Pull: θ and the counter, read together under the lock.
             theta_and_counter = lock.execute(
@@ -469,14 +484,11 @@ def build_graph(args):
 
 
 def read_theta_and_counter(params, update_counter):
-    """Copies of θ and of the counter, taken under the lock: θ is exactly the state after that
-    many commits. (A plain read would alias the variable's memory, and could be sent after
-    the next commit has changed it.)"""
-    copies = []
-    for theta in params:
-        with tf.device(theta.device):
-            copies.append(tf.raw_ops.DeepCopy(x=theta.read_value()))
-    return copies, tf.raw_ops.DeepCopy(x=update_counter.read_value())
+    """Copies of θ, packed into one vector (one message to the worker), and of the counter,
+    taken under the lock: θ is exactly the state after that many commits. (A plain read would
+    alias the variable's memory, and could be sent after the next commit has changed it.)"""
+    return (tf.raw_ops.DeepCopy(x=pack(params)),
+            tf.raw_ops.DeepCopy(x=update_counter.read_value()))
 
 
 def commit_then_read(args, params, update_counter, global_step, accumulated_update,
@@ -500,7 +512,8 @@ def commit_then_read(args, params, update_counter, global_step, accumulated_upda
 
 def store_pull(local, pulled, pulled_counter, theta_and_counter):
     """On the worker: θᵢ ← θ and θ_pulled ← θ, counter_pulled ← counter."""
-    theta, counter = theta_and_counter
+    theta_message, counter = theta_and_counter
+    theta = unpack(theta_message, local)
     return tf.group([v.assign(t) for v, t in zip(local, theta)]
                     + [v.assign(t) for v, t in zip(pulled, theta)]
                     + [pulled_counter.assign(counter)])

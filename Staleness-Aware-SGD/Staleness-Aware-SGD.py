@@ -410,6 +410,17 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: pull θ and its step k, compute g, apply it on the ps with η / max(τ, 1).
 # ---------------------------------------------------------------------------------------------
@@ -427,17 +438,22 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()
         with tf.device("/job:ps/task:0"):
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
-            # Pull θ and the step k it is at, together under the lock.
-            pulled, computed_at = lock.execute(lambda: read_theta_and_step(params, global_step))
-        # The gradient at the pulled θ, on this worker.
+            # Pull θ (packed into one vector: one message) and the step k it is at, together
+            # under the lock.
+            theta_message, computed_at = lock.execute(
+                lambda: read_theta_and_step(params, global_step))
+        # The gradient at the pulled θ, on this worker, packed into one message to the ps.
+        pulled = unpack(theta_message, params)
         images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
                                         args.batch_size, args.seed)
         loss = cross_entropy(pulled, images, labels)
         gradients = tf.gradients(loss, pulled)
+        gradient_message = pack(gradients)
         # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
         with tf.device("/job:ps/task:0"):
+            received = unpack(gradient_message, params)
             staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
-                args, params, global_step, gradients, computed_at))
+                args, params, global_step, received, computed_at))
         test_accuracy = accuracy(params, test_images, test_labels)
     tf.summary.scalar("loss", loss)
     tf.summary.scalar("test_accuracy", test_accuracy)
@@ -447,14 +463,11 @@ def build_graph(args):
 
 
 def read_theta_and_step(params, global_step):
-    """Copies of θ and of the global step k, taken under the lock: θ is exactly the state after
-    k updates. (A plain read would alias the variable's memory, and could be sent after the
-    next update has changed it.)"""
-    copies = []
-    for theta in params:
-        with tf.device(theta.device):
-            copies.append(tf.raw_ops.DeepCopy(x=theta.read_value()))
-    return copies, tf.raw_ops.DeepCopy(x=global_step.read_value())
+    """Copies of θ, packed, and of the global step k, taken under the lock: θ is exactly the
+    state after k updates. (A plain read would alias the variable's memory, and could be sent
+    after the next update has changed it.)"""
+    return (tf.raw_ops.DeepCopy(x=pack(params)),
+            tf.raw_ops.DeepCopy(x=global_step.read_value()))
 
 
 def apply_with_staleness(args, params, global_step, gradients, computed_at):

@@ -51,10 +51,11 @@ def test_variables_live_on_the_ps_and_gradients_run_on_the_worker():
         assert built["loss"].device == "/job:worker/task:1"
 
 
-def tensors_between_ps_and_worker(fetch):
-    """The names of the tensors that one run of `fetch` sends from a ps to a worker or back:
-    TensorFlow 1.x sends each as its own RPC."""
-    crossing, seen, stack = set(), set(), [fetch.op]
+def tensors_between_ps_and_worker(fetches):
+    """The names of the tensors that one run of `fetches` (a tensor or a tuple of them) sends
+    from a ps to a worker or back: TensorFlow 1.x sends each as its own RPC."""
+    fetches = fetches if isinstance(fetches, (tuple, list)) else [fetches]
+    crossing, seen, stack = set(), set(), [fetch.op for fetch in fetches]
     while stack:
         op = stack.pop()
         if op.name in seen:
@@ -70,7 +71,8 @@ def tensors_between_ps_and_worker(fetch):
 
 @pytest.mark.tf2
 @pytest.mark.parametrize("script", SCRIPTS + [
-    "Hogwild/Hogwild.py", "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"])
+    "Hogwild/Hogwild.py", "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py",
+    "Staleness-Aware-SGD/Staleness-Aware-SGD.py"])
 def test_a_step_moves_theta_in_one_message_and_the_gradient_in_one(script):
     module = load_example(script)
     ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
