@@ -448,6 +448,38 @@ def accuracy(params, images, labels):
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
 # ---------------------------------------------------------------------------------------------
 # The algorithm: synchronous SGD, each worker's gradient scaled by its own rate ηᵢ.
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +496,9 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()
         images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
                                         args.batch_size, args.seed)
-        loss = cross_entropy(params, images, labels)
+        # θ comes from the ps in one message (read_from_the_ps); the passes run here.
+        theta = read_from_the_ps(params)
+        loss = cross_entropy(theta, images, labels)
         # A worker's step puts ηᵢ·gᵢ into one accumulator per variable on the ps, tagged with
         # the global step it was computed at (an older tag is stale: dropped), then takes a
         # token from the token queue. The chief's aggregation (SynchronousTrainingHook) takes
@@ -475,9 +509,9 @@ def build_graph(args):
             tf.train.GradientDescentOptimizer(1.0),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
         rate = args.learning_rates[args.task_index]
-        gradients = optimizer.compute_gradients(loss, var_list=params)
+        gradients = tf.gradients(loss, theta)
         train_op = optimizer.apply_gradients([(rate * gradient, variable)
-                                              for gradient, variable in gradients],
+                                              for gradient, variable in zip(gradients, params)],
                                              global_step=global_step)
         test_accuracy = accuracy(params, test_images, test_labels)
     tf.summary.scalar("loss", loss)
