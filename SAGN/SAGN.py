@@ -514,8 +514,8 @@ def build_graph(args):
 # its peers and of the ps. When a peer is gone before the last update and fewer than N workers,
 # or no chief, are left, the worker says which task died, tells the ps it is leaving (so that the
 # ps names the dead task alone) and exits 1 within seconds. With enough backup workers left it
-# says so once and goes on. A lost ps ends it at once, too. The Watchdog (--timeout) stays the
-# last resort for anything else.
+# says so once and goes on. A lost ps ends it within about 1.5 s (the Watchdog, which also
+# stays the last resort, after --timeout, for anything else).
 class SynchronousTrainingHook(tf.train.SessionRunHook):
     """SyncReplicasOptimizer's start-up on every worker, the chief's aggregation loop and every
     worker's watch over its peers, as described above."""
@@ -565,27 +565,22 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
     def watch_peers(self, session):
         cluster, workers = self.args.cluster, len(self.args.cluster["worker"])
         backups = workers - self.args.replicas_to_aggregate
-        # Every ps answered when this session was created, and the chief was up when it let
-        # this worker start; other peers count once they have been seen (they may start late).
-        seen = {("ps", index) for index in range(len(cluster["ps"]))} | {("worker", 0)}
-        strikes, noticed = {}, set()
+        # The chief was up when it let this worker start; other workers count once they have
+        # been seen (they may start late). A lost ps is the Watchdog's to report.
+        seen, strikes, noticed = {0}, {}, set()
         interval = 0.0  # the first look at once, then every 0.5 s
         while not self.stopped.wait(interval):
             interval = 0.5
-            down = {("ps", index) for index in unreachable(cluster, "ps")}
-            down |= {("worker", index) for index in unreachable(cluster, "worker")}
-            seen |= {("worker", index) for index in range(workers)} - down
-            strikes = {task: strikes.get(task, 0) + 1 for task in down & seen}
-            gone = {task for task, count in strikes.items() if count >= 3}
-            if any(job == "ps" for job, _ in gone):
-                return self.fail(why_stuck(self.args))
-            gone_workers = sorted(index for _, index in gone)
+            down = set(unreachable(cluster, "worker"))
+            seen |= set(range(workers)) - down
+            strikes = {index: strikes.get(index, 0) + 1 for index in down & seen}
+            gone_workers = sorted(index for index, count in strikes.items() if count >= 3)
             if not gone_workers or set(gone_workers) <= noticed:
                 continue
             try:
                 global_step = session.run(self.global_step)
             except tf.errors.OpError:
-                continue  # the ps went away too: the next poll says so
+                continue  # the ps went away too: the Watchdog says so
             if global_step >= self.args.train_steps:
                 return  # they left after the last update, as they should
             lost = describe(cluster, "worker", gone_workers)

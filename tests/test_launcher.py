@@ -3,13 +3,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from helpers import ROOT, RUN_TIMEOUT, example, results_in, run_script
+from helpers import ROOT, RUN_TIMEOUT, example, listening, results_in, run_script
 
 RUN_SH = example("Distributed-Setup/run.sh")
 PYTHON = {"PYTHON": sys.executable}
@@ -21,14 +20,6 @@ def launched_pids(text):
 
 def launched_ports(text):
     return [int(port) for port in re.findall(r" at localhost:(\d+) \(pid", text)]
-
-
-def reachable(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
 
 
 def assert_gone(pids):
@@ -83,7 +74,7 @@ def test_an_interrupted_run_ends_every_task(sig, moment):
         # Running, yet nothing outside the launcher's network namespace reaches its servers.
         assert "in a private network namespace (loopback only)" in lines[0]
         ports = launched_ports(lines[0])
-        assert len(ports) == 2 and not any(reachable(port) for port in ports)
+        assert len(ports) == 2 and not any(listening("127.0.0.1:%d" % port) for port in ports)
         os.kill(process.pid, sig)
         rest, _ = process.communicate(timeout=15)
     finally:
