@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -110,6 +111,18 @@ def run_and_kill(relative_path, victim, args, workers=2, watch="worker0", after=
         cluster.stop()
     assert_no_process_left(cluster)
     return cluster, ended
+
+
+def last_checkpoint_step(log_dir):
+    """The global step of the checkpoint that a restart resumes from: the one the "checkpoint"
+    state file names. TensorFlow writes that file after the checkpoint's data, index and meta
+    files, so a run killed in between resumes from the checkpoint before. -1 if none yet."""
+    try:
+        text = open(os.path.join(log_dir, "checkpoint")).read()
+    except FileNotFoundError:
+        return -1
+    found = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', text, re.MULTILINE)
+    return int(found.group(1)) if found else -1
 
 
 def worker_results(cluster):

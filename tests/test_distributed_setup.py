@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, run_cluster, worker_results)
+from helpers import (LocalCluster, assert_no_process_left, example, free_ports,
+                     last_checkpoint_step, load_example, output, run_cluster, worker_results)
 
 SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py"]
 
@@ -121,11 +121,6 @@ def test_a_late_non_chief_does_not_wait_for_a_fixed_interval():
     assert worker1["local_steps"] > 500, worker1
 
 
-def checkpoint_steps(log_dir):
-    return sorted(int(path.split("-")[-1].split(".")[0])
-                  for path in glob.glob(os.path.join(log_dir, "model.ckpt-*.index")))
-
-
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     log_dir = str(tmp_path / "logs")
@@ -134,16 +129,16 @@ def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     cluster = LocalCluster(example(script), workers=1, args=args, echo=False)
     try:
         cluster.start()
-        assert cluster.wait_for(lambda: checkpoint_steps(log_dir)[-1:] >= [200], 120), output(
+        assert cluster.wait_for(lambda: last_checkpoint_step(log_dir) >= 200, 120), output(
             cluster)
         cluster.kill("worker0")
         cluster.kill("ps0")
     finally:
         cluster.stop()
-    checkpoints = checkpoint_steps(log_dir)
-    assert checkpoints[-1] >= 200
+    last = last_checkpoint_step(log_dir)
+    assert last >= 200
     [result] = worker_results(run_cluster(script, workers=1, args=args))
-    assert result["first_global_step"] >= checkpoints[-1], "resumed from the last checkpoint"
+    assert result["first_global_step"] >= last, "resumed from the last checkpoint"
     assert result["global_step"] == 1500
     assert result["local_steps"] == 1500 - result["first_global_step"]
     assert {"loss", "test_accuracy"} <= summary_tags(log_dir)

@@ -10,8 +10,8 @@ import signal
 
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, output, run_and_kill,
-                     worker_results)
+from helpers import (ROOT, LocalCluster, assert_no_process_left, last_checkpoint_step, output,
+                     run_and_kill, worker_results)
 
 import shared_helpers
 
@@ -82,11 +82,6 @@ def test_the_ps_killed(script):
         assert "lost the parameter server: ps0" in output(cluster, name), output(cluster)
 
 
-def checkpoint_steps(log_dir):
-    return sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(log_dir)
-                  if name.startswith("model.ckpt-") and name.endswith(".index"))
-
-
 def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
     """Every task SIGKILLed at once (the machine lost power), then the same command again."""
     log_dir = str(tmp_path)
@@ -96,14 +91,14 @@ def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
                            args=["--train_steps", "100000"] + args)
     try:
         crashed.start()
-        assert crashed.wait_for(lambda: checkpoint_steps(log_dir)[-1:] >= [100], BOUND), \
+        assert crashed.wait_for(lambda: last_checkpoint_step(log_dir) >= 100, BOUND), \
             output(crashed)
         for task in crashed.tasks:
             crashed.kill(task.name)
     finally:
         crashed.stop()
     assert_no_process_left(crashed)
-    last = checkpoint_steps(log_dir)[-1]
+    last = last_checkpoint_step(log_dir)
     resumed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
                            args=["--train_steps", str(last + 300)] + args)
     try:
