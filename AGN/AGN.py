@@ -288,38 +288,39 @@ def run_parameter_server(args, server):
     me = task_name("ps", args.task_index)
     everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
-        dequeue = status_queues(args.cluster)[args.task_index].dequeue()
+        queue = status_queues(args.cluster)[args.task_index]
+        waiting, dequeue = queue.size(), queue.dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
             started, done, strikes = set(), set(), {}
-            poll = tf.RunOptions(timeout_in_ms=500)
             while True:
-                try:
-                    index, status = sess.run(dequeue, options=poll)
+                # The ports first, then the queue: a worker whose port was already closed has
+                # said all it ever will. Only this ps dequeues, so taking what size() counted
+                # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
+                # times out just as an item arrives can take the item, and it is lost.)
+                down = set(unreachable(args.cluster, "worker"))
+                for _ in range(sess.run(waiting)):
+                    index, status = sess.run(dequeue)
                     (done if status == b"done" else started).add(int(index))
                     all_done_at = time.time()
-                    continue
-                except tf.errors.DeadlineExceededError:
-                    pass
-                down = set(unreachable(args.cluster, "worker"))
                 if done == everyone:
                     if down == everyone or time.time() - all_done_at > args.timeout:
                         break
-                    continue
-                for index in (down & started) - done:
-                    strikes[index] = strikes.get(index, 0) + 1
-                lost = sorted(index for index, count in strikes.items()
-                              if count >= 3 and index not in done)
-                never_up = sorted(everyone - started - done)
-                if lost and len(done) + len(lost) == len(everyone):
-                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
-                          % (me, describe(args.cluster, "worker", lost), len(done),
-                             len(everyone)), file=sys.stderr)
-                    return 1
-                if never_up and time.time() - STARTED > args.timeout:
-                    print("[%s] error: %s never came up within %g s (--timeout)"
-                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
-                          file=sys.stderr)
-                    return 1
+                else:
+                    strikes = {index: strikes.get(index, 0) + 1
+                               for index in (down & started) - done}
+                    lost = sorted(index for index, count in strikes.items() if count >= 3)
+                    never_up = sorted(everyone - started - done)
+                    if lost and len(done) + len(lost) == len(everyone):
+                        print("[%s] error: %s stopped without finishing; %d of %d workers "
+                              "finished" % (me, describe(args.cluster, "worker", lost),
+                                            len(done), len(everyone)), file=sys.stderr)
+                        return 1
+                    if never_up and time.time() - STARTED > args.timeout:
+                        print("[%s] error: %s never came up within %g s (--timeout)"
+                              % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                              file=sys.stderr)
+                        return 1
+                time.sleep(0.2)  # between looks at the ports and the queue
     print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
           % (me, len(everyone), time.process_time()), flush=True)
     return 0

@@ -168,3 +168,52 @@ def test_without_log_dir_nothing_is_written_and_nothing_resumes(script):
     assert sorted(os.listdir(folder)) == before
 
 
+
+
+def test_the_ps_counts_every_worker_that_says_done_and_leaves_at_once(capsys):
+    """The ps's side of the status queue, in this process: eight workers say "started", then
+    "done" and close their port straight away, at random moments. The ps must count every one
+    and return 0. Every example shares this helper. (The CI failure that led to it: the ps used
+    to poll with a dequeue that timed out every 0.5 s, and in TF 1.x such a dequeue can take
+    the item that arrives as it times out, so a worker that had finished was reported as
+    "stopped without finishing". That window is too narrow to hit on purpose here; the ps no
+    longer has one, since it dequeues only what queue.size() has counted.)"""
+    import random
+    import socket
+    import threading
+    module = load_example("Distributed-Setup/dist_setup.py")
+    tf = module.tf
+    ps_port, *worker_ports = free_ports(9)
+    listeners = []
+    for port in worker_ports:  # stand-ins for the workers' servers: the ps watches their ports
+        listener = socket.socket()
+        listener.bind(("localhost", port))
+        listener.listen(8)
+        listeners.append(listener)
+    args = module.parse_flags([
+        "--job_name", "ps", "--task_index", "0", "--timeout", "30",
+        "--ps_hosts", "localhost:%d" % ps_port,
+        "--worker_hosts", ",".join("localhost:%d" % port for port in worker_ports)])
+    server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name="ps", task_index=0,
+                             config=module.session_config(args))
+    returned = []
+    ps = threading.Thread(target=lambda *task: returned.append(module.run_parameter_server(*task)),
+                          args=(args, server), daemon=True)
+    ps.start()
+    with tf.Graph().as_default():
+        index, status = tf.placeholder(tf.int32, []), tf.placeholder(tf.string, [])
+        say = module.status_queues(args.cluster)[0].enqueue((index, status))
+        with tf.Session(server.target, config=tf.ConfigProto(device_filters=["/job:ps"])) as sess:
+            order = list(range(len(worker_ports)))
+            random.Random(0).shuffle(order)
+            for worker in order:
+                sess.run(say, {index: worker, status: b"started"})
+            for worker in order:
+                threading.Event().wait(random.Random(worker).uniform(0, 0.5))
+                sess.run(say, {index: worker, status: b"done"})
+                listeners[worker].close()
+    ps.join(timeout=20)
+    del server  # stop it now: at interpreter exit TF 1.15's Server.__del__ prints a traceback
+    assert not ps.is_alive(), "the ps did not return within 20 s of the last worker leaving"
+    assert returned == [0], capsys.readouterr()
+    assert "all 8 workers are done" in capsys.readouterr().out
