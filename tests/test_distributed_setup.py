@@ -188,7 +188,7 @@ def test_the_ps_counts_every_worker_that_says_done_and_leaves_at_once(capsys):
     for port in worker_ports:  # stand-ins for the workers' servers: the ps watches their ports
         listener = socket.socket()
         listener.bind(("localhost", port))
-        listener.listen(8)
+        listener.listen(64)  # never accepted: room for the ps's looks (5 a second) until closed
         listeners.append(listener)
     args = module.parse_flags([
         "--job_name", "ps", "--task_index", "0", "--timeout", "30",
