@@ -301,6 +301,7 @@ def run_parameter_server(args, server):
         with tf.Session(server.target, config=session_config(args)) as sess:
             started, done, strikes = set(), set(), {}
             while True:
+                time.sleep(0.2)  # between looks at the ports and the queue
                 # The ports first, then the queue: a worker whose port was already closed has
                 # said all it ever will. Only this ps dequeues, so taking what size() counted
                 # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
@@ -313,22 +314,20 @@ def run_parameter_server(args, server):
                 if done == everyone:
                     if down == everyone or time.time() - all_done_at > args.timeout:
                         break
-                else:
-                    strikes = {index: strikes.get(index, 0) + 1
-                               for index in (down & started) - done}
-                    lost = sorted(index for index, count in strikes.items() if count >= 3)
-                    never_up = sorted(everyone - started - done)
-                    if lost and len(done) + len(lost) == len(everyone):
-                        print("[%s] error: %s stopped without finishing; %d of %d workers "
-                              "finished" % (me, describe(args.cluster, "worker", lost),
-                                            len(done), len(everyone)), file=sys.stderr)
-                        return 1
-                    if never_up and time.time() - STARTED > args.timeout:
-                        print("[%s] error: %s never came up within %g s (--timeout)"
-                              % (me, describe(args.cluster, "worker", never_up), args.timeout),
-                              file=sys.stderr)
-                        return 1
-                time.sleep(0.2)  # between looks at the ports and the queue
+                    continue
+                strikes = {index: strikes.get(index, 0) + 1 for index in (down & started) - done}
+                lost = sorted(index for index, count in strikes.items() if count >= 3)
+                never_up = sorted(everyone - started - done)
+                if lost and len(done) + len(lost) == len(everyone):
+                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
+                    return 1
+                if never_up and time.time() - STARTED > args.timeout:
+                    print("[%s] error: %s never came up within %g s (--timeout)"
+                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                          file=sys.stderr)
+                    return 1
     print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
           % (me, len(everyone), time.process_time()), flush=True)
     return 0
