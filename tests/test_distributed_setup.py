@@ -2,6 +2,10 @@
 import glob
 import json
 import os
+import random
+import socket
+import threading
+import time
 
 import pytest
 
@@ -168,8 +172,6 @@ def test_without_log_dir_nothing_is_written_and_nothing_resumes(script):
     assert sorted(os.listdir(folder)) == before
 
 
-
-
 def test_the_ps_counts_every_worker_that_says_done_and_leaves_at_once(capsys):
     """The ps's side of the status queue, in this process: eight workers say "started", then
     "done" and close their port straight away, at random moments. The ps must count every one
@@ -178,9 +180,6 @@ def test_the_ps_counts_every_worker_that_says_done_and_leaves_at_once(capsys):
     the item that arrives as it times out, so a worker that had finished was reported as
     "stopped without finishing". That window is too narrow to hit on purpose here; the ps no
     longer has one, since it dequeues only what queue.size() has counted.)"""
-    import random
-    import socket
-    import threading
     module = load_example("Distributed-Setup/dist_setup.py")
     tf = module.tf
     ps_port, *worker_ports = free_ports(9)
@@ -209,7 +208,7 @@ def test_the_ps_counts_every_worker_that_says_done_and_leaves_at_once(capsys):
             for worker in order:
                 sess.run(say, {index: worker, status: b"started"})
             for worker in order:
-                threading.Event().wait(random.Random(worker).uniform(0, 0.5))
+                time.sleep(random.Random(worker).uniform(0, 0.5))  # when each one ends
                 sess.run(say, {index: worker, status: b"done"})
                 listeners[worker].close()
     ps.join(timeout=20)
