@@ -454,12 +454,13 @@ def build_graph(args):
         loss = cross_entropy(theta, images, labels)
         gradients = tf.gradients(loss, theta)
         # ... and θ ← θ − η·g runs on the ps, g sent as one message; then the ps counts the
-        # update (even its constant 1 is made there: nothing else crosses the network). The
-        # step returns the new global_step.
+        # update (even its constant 1 is made there: nothing else crosses the network), with a
+        # lock, so that two workers' increments at the same moment both count. The step
+        # returns the new global_step.
         update = apply_on_the_ps(tf.train.GradientDescentOptimizer(args.learning_rate),
                                  gradients, params)
         with tf.control_dependencies([update]), tf.device(global_step.device):
-            train_op = tf.assign_add(global_step, 1)
+            train_op = tf.assign_add(global_step, 1, use_locking=True)
         test_accuracy = accuracy(params, test_images, test_labels)
     tf.summary.scalar("loss", loss)
     tf.summary.scalar("test_accuracy", test_accuracy)

@@ -92,6 +92,25 @@ def test_a_step_moves_theta_in_one_message_and_the_gradient_in_one(script):
 
 
 @pytest.mark.tf2
+@pytest.mark.parametrize("script", SCRIPTS + [
+    "Hogwild/Hogwild.py", "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"])
+def test_the_global_step_increment_is_locked(script):
+    """Workers increment the global step at the same moments, and the ps runs their steps on
+    two threads: an unlocked AssignAdd can lose one of two simultaneous increments. (It did:
+    3 workers made 603 steps and the global step said 602.)"""
+    module = load_example(script)
+    ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
+    args = module.parse_flags(["--job_name", "worker", "--task_index", "1", "--ps_hosts", ps,
+                               "--worker_hosts", "%s,%s" % (worker0, worker1)])
+    with module.tf.Graph().as_default():
+        increment = module.build_graph(args)["train_op"].op
+    assert increment.device.startswith("/job:ps"), increment.device
+    # A ref variable's AssignAdd locks only when asked; a resource variable's always does.
+    assert (increment.type == "AssignAdd" and increment.get_attr("use_locking")
+            or increment.type == "AssignAddVariableOp"), increment.node_def
+
+
+@pytest.mark.tf2
 def test_tf_config_replaces_the_cluster_flags():
     cluster = LocalCluster(example(SCRIPTS[0]), workers=2, echo=False)
     spec = {"ps": cluster.ps_hosts, "worker": cluster.worker_hosts}
