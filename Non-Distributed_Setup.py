@@ -26,9 +26,67 @@ tf.disable_v2_behavior()
 ALGORITHM = "non_distributed"
 
 
-# ---------------------------------------------------------------------------------------------
-# Flags: the same training flags as every distributed example.
-# ---------------------------------------------------------------------------------------------
+def parse_flags(argv=None):
+    parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
+    add_training_flags(parser, train_steps=1000, learning_rate=0.1)
+    args = parser.parse_args(argv)
+    check_training_flags(parser, args)
+    # One process, reported in the RESULT line as the only worker of a one-task cluster.
+    args.job_name, args.task_index, args.cluster = "worker", 0, {"worker": ["local"]}
+    return args
+
+
+def main(argv=None):
+    args = parse_flags(argv)
+    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
+                                                                            args.seed)
+    params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+    global_step = tf.train.get_or_create_global_step()
+    images, labels = worker_batches(train_images, train_labels, 0, 1, args.batch_size, args.seed)
+    loss = cross_entropy(params, images, labels)
+    # θ is read in place on this one device: tf.tuple holds every gradient back until all are
+    # computed, so that no update of θ starts under a backward pass still reading it.
+    gradients = tf.tuple(tf.gradients(loss, params))
+    update = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
+        zip(gradients, params))
+    with tf.control_dependencies([update]):
+        train_op = tf.assign_add(global_step, 1)
+    test_accuracy = accuracy(params, test_images, test_labels)
+    tf.summary.scalar("loss", loss)
+    tf.summary.scalar("test_accuracy", test_accuracy)
+
+    who = "local"
+    config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
+    with tf.train.MonitoredTrainingSession(
+            checkpoint_dir=args.log_dir, config=config,
+            save_checkpoint_steps=args.checkpoint_every if args.log_dir else None,
+            save_checkpoint_secs=None, save_summaries_steps=args.log_every,
+            log_step_count_steps=None) as sess:
+        first_step = step = sess.run(global_step)
+        started, local_steps, losses, curve = time.time(), 0, [], []
+        while step < args.train_steps:
+            step, loss_value = sess.run([train_op, loss])
+            local_steps += 1
+            losses.append(loss_value)
+            if args.step_delay:
+                time.sleep(args.step_delay)
+            if local_steps % args.log_every == 0:
+                accuracy_value = sess.run(test_accuracy)
+                curve.append([round(time.time(), 3), int(step), round(float(accuracy_value), 4)])
+                print("[%s] step %d loss %.4f test accuracy %.4f %.0f steps/s"
+                      % (who, step, np.mean(losses[-args.log_every:]), accuracy_value,
+                         local_steps / (time.time() - started)), flush=True)
+        accuracy_value = sess.run(test_accuracy)
+    report(args, who, local_steps, first_step, step, losses[-args.log_every:], accuracy_value,
+           curve, started)
+    return 0
+
+
+# =============================================================================================
+# Appendix: the helpers this baseline shares with every distributed example (the same flags,
+# data, model and RESULT line), each one identical to the distributed appendix's copy;
+# tools/shared_helpers.py keeps them so, and Distributed-Setup/README.md explains them.
+# =============================================================================================
 class OneLineErrorParser(argparse.ArgumentParser):
     """Bad input ends with one line that names the problem, and exit code 2."""
 
@@ -72,19 +130,22 @@ def check_training_flags(parser, args):
         parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
 
 
-def parse_flags(argv=None):
-    parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
-    add_training_flags(parser, train_steps=1000, learning_rate=0.1)
-    args = parser.parse_args(argv)
-    check_training_flags(parser, args)
-    # One process, reported in the RESULT line as the only worker of a one-task cluster.
-    args.job_name, args.task_index, args.cluster = "worker", 0, {"worker": ["local"]}
-    return args
+def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
+           curve, started, **algorithm_fields):
+    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
+    seconds = time.time() - started
+    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
+              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
+              "first_global_step": int(first_global_step), "local_steps": local_steps,
+              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
+              "test_accuracy": round(float(test_accuracy), 4),
+              "wall_seconds": round(seconds, 3),
+              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
+    result.update(algorithm_fields)
+    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
-# ---------------------------------------------------------------------------------------------
-# Data and model: the same in every example (seeded, so that results are comparable).
-# ---------------------------------------------------------------------------------------------
 def load_dataset(name, seed):
     """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
     if name == "digits":
@@ -141,71 +202,6 @@ def cross_entropy(params, images, labels):
 def accuracy(params, images, labels):
     predictions = tf.argmax(logits(params, images), axis=1)
     return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
-
-
-# ---------------------------------------------------------------------------------------------
-# Training loop: plain minibatch SGD.
-# ---------------------------------------------------------------------------------------------
-def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
-           curve, started, **algorithm_fields):
-    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
-    seconds = time.time() - started
-    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
-              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
-              "first_global_step": int(first_global_step), "local_steps": local_steps,
-              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
-              "test_accuracy": round(float(test_accuracy), 4),
-              "wall_seconds": round(seconds, 3),
-              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
-              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
-    result.update(algorithm_fields)
-    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
-
-
-def main(argv=None):
-    args = parse_flags(argv)
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
-    params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
-    global_step = tf.train.get_or_create_global_step()
-    images, labels = worker_batches(train_images, train_labels, 0, 1, args.batch_size, args.seed)
-    loss = cross_entropy(params, images, labels)
-    # θ is read in place on this one device: tf.tuple holds every gradient back until all are
-    # computed, so that no update of θ starts under a backward pass still reading it.
-    gradients = tf.tuple(tf.gradients(loss, params))
-    update = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
-        zip(gradients, params))
-    with tf.control_dependencies([update]):
-        train_op = tf.assign_add(global_step, 1)
-    test_accuracy = accuracy(params, test_images, test_labels)
-    tf.summary.scalar("loss", loss)
-    tf.summary.scalar("test_accuracy", test_accuracy)
-
-    who = "local"
-    config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
-    with tf.train.MonitoredTrainingSession(
-            checkpoint_dir=args.log_dir, config=config,
-            save_checkpoint_steps=args.checkpoint_every if args.log_dir else None,
-            save_checkpoint_secs=None, save_summaries_steps=args.log_every,
-            log_step_count_steps=None) as sess:
-        first_step = step = sess.run(global_step)
-        started, local_steps, losses, curve = time.time(), 0, [], []
-        while step < args.train_steps:
-            step, loss_value = sess.run([train_op, loss])
-            local_steps += 1
-            losses.append(loss_value)
-            if args.step_delay:
-                time.sleep(args.step_delay)
-            if local_steps % args.log_every == 0:
-                accuracy_value = sess.run(test_accuracy)
-                curve.append([round(time.time(), 3), int(step), round(float(accuracy_value), 4)])
-                print("[%s] step %d loss %.4f test accuracy %.4f %.0f steps/s"
-                      % (who, step, np.mean(losses[-args.log_every:]), accuracy_value,
-                         local_steps / (time.time() - started)), flush=True)
-        accuracy_value = sess.run(test_accuracy)
-    report(args, who, local_steps, first_step, step, losses[-args.log_every:], accuracy_value,
-           curve, started)
-    return 0
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ Several hosts, one command per task:
 or without the cluster flags, from the TF_CONFIG environment variable that cluster managers set.
 """
 import argparse
+import collections
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -41,15 +44,130 @@ ALGORITHM = "downpour_easy"
 STARTED = time.time()
 
 
-# ---------------------------------------------------------------------------------------------
-# Flags: the cluster (the TensorFlow 1.x convention, or TF_CONFIG), then training.
-# ---------------------------------------------------------------------------------------------
+def parse_flags(argv=None):
+    parser = example_parser(
+        __doc__, train_steps=1000, learning_rate=0.05,
+        epilog="--train_steps is the global step at which training stops; the global step counts "
+               "the minibatch steps of all workers together (a commit of a window adds T), the "
+               "same compute budget as in Hogwild, DOWNPOUR and AGN. --learning_rate is η "
+               "of both the worker's and the ps's SGD.")
+    parser.add_argument_group("DOWNPOUR-Easy").add_argument(
+        "--window", type=int, default=5,
+        help="T, the communication window: local SGD steps a worker makes between two "
+             "exchanges with the ps (push the window's summed gradient, pull θ); with T = 1 "
+             "this is asynchronous SGD")
+    args = parse_example_flags(parser, argv)
+    if args.window < 1:
+        parser.error("--window must be at least 1, got %d" % args.window)
+    return args
+
+
+def build_graph(args):
+    """θ and global_step on the ps; θᵢ, the accumulated gradient, input, forward and backward
+    passes on this worker. Two ops train: `local_step` (one SGD step on θᵢ) and
+    `local_step_and_commit` (the window's last step, then push, count and pull)."""
+    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
+                                                                            args.seed)
+    workers = len(args.cluster["worker"])
+    worker_device = "/job:worker/task:%d" % args.task_index
+    initial = initial_parameters(train_images.shape[1], 10, args.seed)
+    with tf.device(tf.train.replica_device_setter(
+            worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
+        params = create_parameters(initial)
+        global_step = tf.train.get_or_create_global_step()
+    with tf.device(worker_device):
+        # θᵢ and the window's summed gradient are local variables: each worker initializes its
+        # own, and checkpoints hold θ alone.
+        local = {"collections": [tf.GraphKeys.LOCAL_VARIABLES], "trainable": False}
+        local_params = create_parameters(
+            [("local_" + name, value) for name, value in initial], **local)
+        accumulated = create_parameters(
+            [("accumulated_" + name, np.zeros_like(value)) for name, value in initial], **local)
+        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
+                                        args.batch_size, args.seed)
+        loss = cross_entropy(local_params, images, labels)
+        # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
+        # computed, so that no update of θᵢ starts under a backward pass still reading it.
+        gradients = tf.tuple(tf.gradients(loss, local_params))
+        # One local step: θᵢ ← θᵢ − η·g, and the window's sum of gradients grows by g.
+        local_step = tf.group(
+            tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
+                zip(gradients, local_params)),
+            *[tf.assign_add(total, gradient) for total, gradient in zip(accumulated, gradients)])
+        with tf.control_dependencies([local_step]):
+            window_gradients = [total.read_value() for total in accumulated]
+        # Push: the ps applies θ ← θ − η·Σg at once (no lock, no waiting for other workers),
+        # and the global step grows by the T minibatch steps that the window made.
+        ps_optimizer = tf.train.GradientDescentOptimizer(args.learning_rate, use_locking=False)
+        push = apply_on_the_ps(ps_optimizer, window_gradients, params)  # one message
+        with tf.control_dependencies([push]):
+            new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
+        # Pull: the next window starts from the global θ, with an empty sum.
+        with tf.control_dependencies([new_global_step]):
+            restart_window = pull(params, local_params) + [
+                tf.assign(total, tf.zeros_like(total)) for total in accumulated]
+        with tf.control_dependencies(restart_window):
+            local_step_and_commit = tf.identity(new_global_step)
+        # Every session starts (or, after a lost ps, restarts) with θᵢ ← θ.
+        with tf.control_dependencies([tf.local_variables_initializer()]):
+            local_init_op = tf.group(*pull(params, local_params))
+        test_accuracy = accuracy(params, test_images, test_labels)
+    tf.summary.scalar("loss", loss)
+    tf.summary.scalar("test_accuracy", test_accuracy)
+    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
+            "loss": loss, "gradients": gradients, "global_step": global_step,
+            "test_accuracy": test_accuracy, "local_init_op": local_init_op, "params": params,
+            "local_params": local_params}
+
+
+def pull(params, local_copies):
+    """θᵢ ← θ: this worker's copies take the current values of the global parameters, read in
+    one message."""
+    return [tf.assign(copy, value) for copy, value in zip(local_copies, read_from_the_ps(params))]
+
+
+def train(args, server, watchdog):
+    graph = build_graph(args)
+    scaffold = tf.train.Scaffold(local_init_op=graph["local_init_op"])
+    commits = 0
+    with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
+        # global_step only moves when a worker commits, so every worker ends on a full window.
+        while loop.running():
+            if (loop.local_steps + 1) % args.window:
+                loss, _ = sess.run([graph["loss"], graph["local_step"]])
+                loop.step(loss)
+            else:  # DOWNPOUR-Easy: the window's last local step also commits to the ps and pulls θ
+                loss, global_step = sess.run([graph["loss"], graph["local_step_and_commit"]])
+                commits += 1
+                loop.step(loss, global_step)
+    return loop.report(commits=commits)
+
+
+# =============================================================================================
+# Appendix: what every example shares (flags, cluster lifecycle, data and model, the RESULT
+# line). It is the same, line for line, in every script, so that one file can be copied alone;
+# tools/shared_helpers.py keeps the copies identical, and Distributed-Setup/README.md explains
+# them. Nothing below is specific to the algorithm above.
+# =============================================================================================
+RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Bad input ends with one line that names the problem, and exit code 2."""
 
     def error(self, message):
         printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
+
+
+def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
+    """The command line of every example: the cluster, then training, with these defaults; the
+    algorithm adds its own flags."""
+    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_cluster_flags(parser)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
 
 
 def add_cluster_flags(parser):
@@ -62,8 +180,9 @@ def add_cluster_flags(parser):
     cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
     cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
     cluster.add_argument("--timeout", type=float, default=60.0,
-                         help="seconds a task waits for a peer (start-up, a blocked step) "
-                              "before it gives up with an error")
+                         help="seconds without progress after which a task gives up on a peer "
+                              "(one that never came up, died, froze or is cut off), exiting "
+                              "with the retryable code %d" % RETRYABLE_EXIT_CODE)
 
 
 def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
@@ -89,6 +208,16 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--step_delay", type=float, default=0.0,
                           help="seconds this task sleeps after each step: a deliberate straggler, "
                                "for experiments and tests")
+
+
+def parse_example_flags(parser, argv):
+    """Parse and check the command line (or TF_CONFIG): every mistake is said before any server
+    starts."""
+    args = parser.parse_args(argv)
+    check_training_flags(parser, args)
+    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
+    check_log_dir(parser, args)
+    return args
 
 
 def check_training_flags(parser, args):
@@ -161,31 +290,47 @@ def cluster_from_flags(parser, args):
     return cluster, job_name, task_index
 
 
-def parse_flags(argv=None):
-    parser = OneLineErrorParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="--train_steps is the global step at which training stops; the global step counts "
-               "the minibatch steps of all workers together (a commit of a window adds T), the "
-               "same compute budget as in Hogwild, DOWNPOUR and AGN. --learning_rate is η "
-               "of both the worker's and the ps's SGD.")
-    add_cluster_flags(parser)
-    add_training_flags(parser, train_steps=1000, learning_rate=0.05)
-    parser.add_argument_group("DOWNPOUR-Easy").add_argument(
-        "--window", type=int, default=5,
-        help="T, the communication window: local SGD steps a worker makes between two "
-             "exchanges with the ps (push the window's summed gradient, pull θ); with T = 1 "
-             "this is asynchronous SGD")
-    args = parser.parse_args(argv)
-    check_training_flags(parser, args)
-    if args.window < 1:
-        parser.error("--window must be at least 1, got %d" % args.window)
-    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
-    return args
+def is_chief(args):
+    return args.job_name == "worker" and args.task_index == 0
 
 
-# ---------------------------------------------------------------------------------------------
-# Cluster: start this task's server; the ps serves until every worker has said it is done.
-# ---------------------------------------------------------------------------------------------
+def check_log_dir(parser, args):
+    """The chief writes --log_dir: one that cannot hold a checkpoint is bad input, said now."""
+    if not args.log_dir or not is_chief(args):
+        return
+    if os.path.exists(args.log_dir) and not os.path.isdir(args.log_dir):
+        parser.error("--log_dir %s is a file, not a directory: name a directory" % args.log_dir)
+    probe = os.path.join(args.log_dir, ".write-test-%d" % os.getpid())
+    try:
+        os.makedirs(args.log_dir, exist_ok=True)
+        with open(probe, "w") as file:
+            file.write("x" * 4096)
+        os.remove(probe)
+    except OSError as error:
+        parser.error("--log_dir %s cannot be written (%s): name a writable directory with free "
+                     "space" % (args.log_dir, error.strerror or error))
+
+
+def claim_log_dir(args, who):
+    """Checkpoints of two runs in one --log_dir would interleave, so the chief holds a lock on it
+    for as long as it runs (the kernel drops it when the process ends, however it ends)."""
+    if not args.log_dir or not is_chief(args):
+        return True
+    args.log_dir_lock = open(os.path.join(args.log_dir, ".lock"), "a+")
+    try:
+        fcntl.flock(args.log_dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        args.log_dir_lock.seek(0)
+        print("[%s] error: --log_dir %s is in use by another run (%s): give each run its own "
+              "--log_dir" % (who, args.log_dir, args.log_dir_lock.read().strip() or "running"),
+              file=sys.stderr)
+        return False
+    args.log_dir_lock.truncate(0)
+    args.log_dir_lock.write("pid %d on %s" % (os.getpid(), socket.gethostname()))
+    args.log_dir_lock.flush()
+    return True
+
+
 def task_name(job_name, task_index):
     return "%s%d" % (job_name, task_index)
 
@@ -200,16 +345,21 @@ def session_config(args):
 
 
 class Watchdog:
-    """Ends this task when a ps it has reached stops answering (within about 1.5 s), or when it
-    makes no progress for --timeout seconds. TensorFlow itself can wait forever (creating a
-    session while a ps is down; MonitoredTrainingSession re-creating one it lost), so every
-    worker runs under one. The error names the tasks that no longer answer."""
+    """Liveness by progress. A worker that has made no progress for --timeout seconds (a ps or
+    a peer that died, froze or is cut off) says which task is silent and exits with the
+    retryable code; TensorFlow alone could wait forever. Anything shorter (lost packets, a short
+    link flap, a ps restarted from its checkpoint) is ridden out: TensorFlow retries, and the
+    MonitoredSession re-creates a session it lost. Meanwhile it sends the ps a heartbeat, so
+    that the ps can tell a frozen worker from a slow one."""
 
-    def __init__(self, args, who):
-        self.args, self.who = args, who
+    def __init__(self, args, server):
+        self.args, self.server = args, server
+        self.who = task_name(args.job_name, args.task_index)
         self.last_progress = time.monotonic()
+        self.reached = set()  # ps tasks that accepted a connection at least once
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
+        threading.Thread(target=self._heartbeat, daemon=True).start()
 
     def progress(self):
         self.last_progress = time.monotonic()
@@ -218,26 +368,46 @@ class Watchdog:
         self.stopped.set()
 
     def _watch(self):
-        reached, strikes = set(), {}
         while not self.stopped.wait(0.5):
-            down = set(unreachable(self.args.cluster, "ps"))
-            reached |= set(range(len(self.args.cluster["ps"]))) - down
-            strikes = {index: strikes.get(index, 0) + 1 for index in down & reached}
-            stuck = time.monotonic() - self.last_progress > self.args.timeout
-            if (stuck or max(strikes.values(), default=0) >= 3) and not self.stopped.is_set():
-                print("[%s] error: %s" % (self.who, why_stuck(self.args)), file=sys.stderr,
-                      flush=True)
-                os._exit(1)
+            self.reached |= set(range(len(self.args.cluster["ps"]))) - set(
+                unreachable(self.args.cluster, "ps"))
+            silent = time.monotonic() - self.last_progress
+            if silent > self.args.timeout and not self.stopped.is_set():
+                print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
+                    self.who, silent, self.args.timeout, why_stuck(self.args, self.reached)),
+                    file=sys.stderr, flush=True)
+                os._exit(RETRYABLE_EXIT_CODE)
+
+    def _heartbeat(self):
+        with tf.Graph().as_default():
+            beats = [queue.enqueue((self.args.task_index, b"alive"))
+                     for queue in status_queues(self.args.cluster)]
+            with tf.Session(self.server.target, config=session_config(self.args)) as sess:
+                while not self.stopped.wait(heartbeat_interval(self.args)):
+                    try:
+                        if not unreachable(self.args.cluster, "ps"):
+                            sess.run(beats)
+                    except tf.errors.OpError:
+                        pass  # the ps is away: the watch above decides what that means
 
 
-def why_stuck(args):
-    lost_ps = unreachable(args.cluster, "ps")
-    if lost_ps:
-        return "lost the parameter server: %s is gone" % describe(args.cluster, "ps", lost_ps)
+def heartbeat_interval(args):
+    return min(max(args.timeout / 5.0, 0.2), 5.0)
+
+
+def why_stuck(args, reached=()):
+    """Which task is silent, and whether it never came up or stopped answering."""
+    down = unreachable(args.cluster, "ps")
+    if down:
+        return "lost the parameter server: %s" % "; ".join(
+            "%s %s" % (describe(args.cluster, "ps", [index]),
+                       "stopped answering (its port is closed)" if index in reached
+                       else "never came up (nothing listens on its port)") for index in down)
     silent = unreachable(args.cluster, "worker")
-    return "no progress for %g s (--timeout); %s" % (
-        args.timeout, "not answering: " + describe(args.cluster, "worker", silent) if silent
-        else "every task still answers")
+    if silent:
+        return "not answering: %s" % describe(args.cluster, "worker", silent)
+    return ("every task accepts connections, so one is frozen or cut off: the ps's log names "
+            "the worker it no longer hears from")
 
 
 def unreachable(cluster, job_name):
@@ -259,13 +429,14 @@ def describe(cluster, job_name, indices):
 
 def status_queues(cluster):
     """One queue per ps, on which each worker enqueues (its index, b"started") when it has
-    connected and (its index, b"done") when it has finished. The ps learns who is up from the
-    workers themselves, so even a worker that dies a moment after starting is accounted for."""
+    connected (again after a lost session), (its index, b"alive") as its heartbeat, and (its
+    index, b"done") when it has finished. The ps learns who is up from the workers themselves,
+    so even a worker that dies a moment after starting is accounted for."""
     workers = len(cluster["worker"])
     queues = []
     for index in range(len(cluster["ps"])):
         with tf.device("/job:ps/task:%d" % index):
-            queues.append(tf.FIFOQueue(2 * workers, [tf.int32, tf.string],
+            queues.append(tf.FIFOQueue(16 * workers, [tf.int32, tf.string],
                                        shared_name="status_queue%d" % index,
                                        name="status_queue%d" % index))
     return queues
@@ -281,15 +452,16 @@ def ready_queue():
 def run_parameter_server(args, server):
     """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
     worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
-    port closes after it said "started" but before "done", or that has not started within
-    --timeout, is reported and the ps exits 1."""
+    port closes after it said "started" but before "done", or that sends no heartbeat for
+    --timeout seconds (frozen, cut off), is lost; once the others are done the ps names it and
+    exits 1. A worker that has not started within --timeout is named too."""
     me = task_name("ps", args.task_index)
     everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
         queue = status_queues(args.cluster)[args.task_index]
         waiting, dequeue = queue.size(), queue.dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
-            started, done, strikes = set(), set(), {}
+            started, done, strikes, heard, silent = set(), set(), {}, {}, set()
             while True:
                 time.sleep(0.2)  # between looks at the ports and the queue
                 # The ports first, then the queue: a worker whose port was already closed has
@@ -299,6 +471,7 @@ def run_parameter_server(args, server):
                 down = set(unreachable(args.cluster, "worker"))
                 for _ in range(sess.run(waiting)):
                     index, status = sess.run(dequeue)
+                    heard[int(index)] = time.monotonic()
                     (done if status == b"done" else started).add(int(index))
                     all_done_at = time.time()
                 if done == everyone:
@@ -306,7 +479,15 @@ def run_parameter_server(args, server):
                         break
                     continue
                 strikes = {index: strikes.get(index, 0) + 1 for index in (down & started) - done}
-                lost = sorted(index for index, count in strikes.items() if count >= 3)
+                frozen = {index for index in started - done - down
+                          if time.monotonic() - heard[index] > args.timeout}
+                for index in sorted(frozen - silent):
+                    print("[%s] %s stopped answering: no heartbeat for %g s (--timeout), yet "
+                          "its port is open (frozen or cut off)"
+                          % (me, describe(args.cluster, "worker", [index]), args.timeout),
+                          file=sys.stderr, flush=True)
+                silent = frozen
+                lost = sorted(frozen | {index for index, count in strikes.items() if count >= 3})
                 never_up = sorted(everyone - started - done)
                 if lost and len(done) + len(lost) == len(everyone):
                     print("[%s] error: %s stopped without finishing; %d of %d workers finished"
@@ -318,8 +499,9 @@ def run_parameter_server(args, server):
                           % (me, describe(args.cluster, "worker", never_up), args.timeout),
                           file=sys.stderr)
                     return 1
-    print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
-          % (me, len(everyone), time.process_time()), flush=True)
+    print("[%s] all %d worker%s done; exiting (%.2f s of CPU time)"
+          % (me, len(everyone), " is" if len(everyone) == 1 else "s are", time.process_time()),
+          flush=True)
     return 0
 
 
@@ -347,19 +529,202 @@ def wait_until_chief_is_ready(args, server):
                 pass
 
 
+@contextlib.contextmanager
+def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, config=None):
+    """A MonitoredSession with the lifecycle every example shares; yields (session, loop).
+
+    The chief restores θ from --log_dir's newest intact checkpoint, or initializes it, and
+    writes checkpoints and TensorBoard summaries; the others wait until θ is ready. A session
+    lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
+    training loop ends, normally or not. At the end the ps hears "done"."""
+    hooks, scaffold = list(hooks) + [AnnounceHook(args)], scaffold or tf.train.Scaffold()
+    config = config or session_config(args)
+    if is_chief(args):
+        creator = ChiefSessionCreator(args, server, scaffold, config)
+        hooks.append(CloseReadyQueueHook())
+        if args.log_dir:
+            hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
+                                                   save_steps=args.checkpoint_every),
+                      tf.train.SummarySaverHook(save_steps=args.log_every,
+                                                output_dir=args.log_dir, scaffold=scaffold)]
+    else:
+        creator = AfterTheChiefSessionCreator(args, server, scaffold, config)
+    with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+        loop = TrainingLoop(args, sess, graph, watchdog)
+        try:
+            yield sess, loop
+        finally:
+            for hook in hooks:
+                getattr(hook, "stop", lambda: None)()
+        loop.finish()
+    tell_parameter_servers(args, server, b"done")
+
+
+class ChiefSessionCreator(tf.train.SessionCreator):
+    """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
+    chief was restarted while the others trained on), it joins like any worker. Only where θ is
+    not on the ps (a new cluster, a restarted ps) does it restore --log_dir's newest intact
+    checkpoint, or initialize θ."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
+
+    def create_session(self):
+        self.scaffold.finalize()
+        if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
+            return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
+                                                 self.config).create_session()
+        return tf.train.ChiefSessionCreator(
+            self.scaffold, self.server.target, self.config,
+            checkpoint_filename_with_path=newest_intact_checkpoint(self.args)).create_session()
+
+
+def theta_on_the_ps(args, server, uninitialized=None):
+    """Whether the ps already holds an initialized θ, saying so if it does."""
+    if uninitialized is None:
+        uninitialized = tf.report_uninitialized_variables(tf.global_variables())
+    with tf.Session(server.target, config=session_config(args)) as probe:
+        if len(probe.run(uninitialized)):
+            return False
+        print("[worker0] θ is live on the ps at global step %d: joining it (nothing is "
+              "initialized or restored)" % probe.run(tf.train.get_global_step()), flush=True)
+    return True
+
+
+def newest_intact_checkpoint(args):
+    """The checkpoint to resume from: the newest one whose every tensor reads back. A damaged one
+    (a crash while writing, a full disk) is skipped, saying so."""
+    state = args.log_dir and tf.train.get_checkpoint_state(args.log_dir)
+    if not state:
+        return None
+    for path in reversed(list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]):
+        try:
+            reader = tf.train.NewCheckpointReader(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            print("[worker0] resuming from %s" % path, flush=True)
+            return path
+        except (tf.errors.OpError, ValueError, RuntimeError) as error:
+            print("[worker0] checkpoint %s is damaged (%s); trying the one before"
+                  % (path, str(error).splitlines()[0][:120]), file=sys.stderr, flush=True)
+    print("[worker0] no intact checkpoint in %s: starting from the initial θ" % args.log_dir,
+          file=sys.stderr, flush=True)
+    return None
+
+
+class AfterTheChiefSessionCreator(tf.train.SessionCreator):
+    """A non-chief's session: it waits (without polling) until the chief has θ ready, so that
+    WorkerSessionCreator, which would poll every 30 s, finds it ready at its first look."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server = args, server
+        self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
+
+    def create_session(self):
+        wait_until_chief_is_ready(self.args, self.server)
+        return self.worker.create_session()
+
+
 class CloseReadyQueueHook(tf.train.SessionRunHook):
-    """Run on the chief once its session has initialized or restored θ."""
+    """Run on the chief once its session has initialized, restored or joined θ. A restarted
+    chief finds the queue closed already: nothing to do."""
 
     def __init__(self):
-        self._close = ready_queue().close()
+        queue = ready_queue()
+        self._is_closed, self._close = queue.is_closed(), queue.close()
 
     def after_create_session(self, session, coord):
-        session.run(self._close)
+        if not session.run(self._is_closed):
+            session.run(self._close)
 
 
-# ---------------------------------------------------------------------------------------------
-# Data and model: the same in every example (seeded, so that results are comparable).
-# ---------------------------------------------------------------------------------------------
+class AnnounceHook(tf.train.SessionRunHook):
+    """Says "started" to every ps whenever a session is (re-)created, so that a restarted ps
+    knows who trains."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def begin(self):
+        self._announce = [queue.enqueue((self.args.task_index, b"started"))
+                          for queue in status_queues(self.args.cluster)]
+
+    def after_create_session(self, session, coord):
+        session.run(self._announce)
+
+
+class TrainingLoop:
+    """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
+    alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
+    of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
+    the last --log_every losses are kept."""
+
+    def __init__(self, args, sess, graph, watchdog):
+        self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
+        self.who = task_name("worker", args.task_index)
+        self.first_global_step = self.global_step = sess.run(graph["global_step"])
+        self.local_steps, self.curve = 0, []
+        self.losses = collections.deque(maxlen=args.log_every)
+        self.started = time.time()
+        if self.global_step >= args.train_steps:
+            print("[%s] this run is already complete: global step %d >= --train_steps %d%s; "
+                  "nothing to train" % (self.who, self.global_step, args.train_steps,
+                                         " (from --log_dir %s)" % args.log_dir
+                                         if args.log_dir else ""), flush=True)
+
+    def running(self):
+        return self.global_step < self.args.train_steps
+
+    def step(self, loss, global_step=None):
+        """One local step done: its minibatch's loss, and the global step if it returned one."""
+        if global_step is not None:
+            self.global_step = global_step
+        self.watchdog.progress()
+        self.local_steps += 1
+        self.losses.append(loss)
+        if self.args.step_delay:
+            time.sleep(self.args.step_delay)
+        if self.local_steps % self.args.log_every == 0:
+            test_accuracy = self.sess.run(self.graph["test_accuracy"])
+            self.curve.append([round(time.time(), 3), int(self.global_step),
+                               round(float(test_accuracy), 4)])
+            print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+                  % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
+                     test_accuracy, self.local_steps / (time.time() - self.started)),
+                  flush=True)
+
+    def exchanged(self, global_step):
+        """An exchange with the ps that is not a local step (a commit, an elastic exchange):
+        the global step it returned, and a tick of the watchdog."""
+        self.global_step = global_step
+        self.watchdog.progress()
+
+    def finish(self):
+        self.test_accuracy, self.global_step = self.sess.run(
+            [self.graph["test_accuracy"], self.graph["global_step"]])
+
+    def report(self, **algorithm_fields):
+        report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,
+               self.losses, self.test_accuracy, self.curve, self.started, **algorithm_fields)
+        return 0
+
+
+def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
+           curve, started, **algorithm_fields):
+    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
+    seconds = time.time() - started
+    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
+              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
+              "first_global_step": int(first_global_step), "local_steps": local_steps,
+              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
+              "test_accuracy": round(float(test_accuracy), 4),
+              "wall_seconds": round(seconds, 3),
+              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
+    result.update(algorithm_fields)
+    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
+
+
 def load_dataset(name, seed):
     """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
     if name == "digits":
@@ -462,150 +827,24 @@ def apply_on_the_ps(optimizer, gradients, params):
     return tf.group(*updates)
 
 
-# ---------------------------------------------------------------------------------------------
-# The algorithm: T local SGD steps on θᵢ, then push Σg to the ps and pull θ.
-# ---------------------------------------------------------------------------------------------
-def build_graph(args):
-    """θ and global_step on the ps; θᵢ, the accumulated gradient, input, forward and backward
-    passes on this worker. Two ops train: `local_step` (one SGD step on θᵢ) and
-    `local_step_and_commit` (the window's last step, then push, count and pull)."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
-    workers = len(args.cluster["worker"])
-    worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
-    with tf.device(tf.train.replica_device_setter(
-            worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial)
-        global_step = tf.train.get_or_create_global_step()
-    with tf.device(worker_device):
-        # θᵢ and the window's summed gradient are local variables: each worker initializes its
-        # own, and checkpoints hold θ alone.
-        local = {"collections": [tf.GraphKeys.LOCAL_VARIABLES], "trainable": False}
-        local_params = create_parameters(
-            [("local_" + name, value) for name, value in initial], **local)
-        accumulated = create_parameters(
-            [("accumulated_" + name, np.zeros_like(value)) for name, value in initial], **local)
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        loss = cross_entropy(local_params, images, labels)
-        # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
-        # computed, so that no update of θᵢ starts under a backward pass still reading it.
-        gradients = tf.tuple(tf.gradients(loss, local_params))
-        # One local step: θᵢ ← θᵢ − η·g, and the window's sum of gradients grows by g.
-        local_step = tf.group(
-            tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
-                zip(gradients, local_params)),
-            *[tf.assign_add(total, gradient) for total, gradient in zip(accumulated, gradients)])
-        with tf.control_dependencies([local_step]):
-            window_gradients = [total.read_value() for total in accumulated]
-        # Push: the ps applies θ ← θ − η·Σg at once (no lock, no waiting for other workers),
-        # and the global step grows by the T minibatch steps that the window made.
-        ps_optimizer = tf.train.GradientDescentOptimizer(args.learning_rate, use_locking=False)
-        push = apply_on_the_ps(ps_optimizer, window_gradients, params)  # one message
-        with tf.control_dependencies([push]):
-            new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
-        # Pull: the next window starts from the global θ, with an empty sum.
-        with tf.control_dependencies([new_global_step]):
-            restart_window = pull(params, local_params) + [
-                tf.assign(total, tf.zeros_like(total)) for total in accumulated]
-        with tf.control_dependencies(restart_window):
-            local_step_and_commit = tf.identity(new_global_step)
-        # Every session starts (or, after a lost ps, restarts) with θᵢ ← θ.
-        with tf.control_dependencies([tf.local_variables_initializer()]):
-            local_init_op = tf.group(*pull(params, local_params))
-        test_accuracy = accuracy(params, test_images, test_labels)
-    tf.summary.scalar("loss", loss)
-    tf.summary.scalar("test_accuracy", test_accuracy)
-    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
-            "loss": loss, "gradients": gradients, "global_step": global_step,
-            "test_accuracy": test_accuracy, "local_init_op": local_init_op, "params": params,
-            "local_params": local_params}
-
-
-def pull(params, local_copies):
-    """θᵢ ← θ: this worker's copies take the current values of the global parameters, read in
-    one message."""
-    return [tf.assign(copy, value) for copy, value in zip(local_copies, read_from_the_ps(params))]
-
-
-# ---------------------------------------------------------------------------------------------
-# Training loop and shutdown.
-# ---------------------------------------------------------------------------------------------
-def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
-           curve, started, **algorithm_fields):
-    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
-    seconds = time.time() - started
-    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
-              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
-              "first_global_step": int(first_global_step), "local_steps": local_steps,
-              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
-              "test_accuracy": round(float(test_accuracy), 4),
-              "wall_seconds": round(seconds, 3),
-              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
-              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
-    result.update(algorithm_fields)
-    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
-
-
-def train(args, server, watchdog):
-    who = task_name("worker", args.task_index)
-    is_chief = args.task_index == 0
-    graph = build_graph(args)
-    if not is_chief:
-        wait_until_chief_is_ready(args, server)
-    with tf.train.MonitoredTrainingSession(
-            master=server.target, is_chief=is_chief, checkpoint_dir=args.log_dir,
-            chief_only_hooks=[CloseReadyQueueHook()], config=session_config(args),
-            scaffold=tf.train.Scaffold(local_init_op=graph["local_init_op"]),
-            save_checkpoint_steps=args.checkpoint_every if args.log_dir else None,
-            save_checkpoint_secs=None, save_summaries_steps=args.log_every,
-            log_step_count_steps=None) as sess:
-        first_global_step = global_step = sess.run(graph["global_step"])
-        started, local_steps, commits, losses, curve = time.time(), 0, 0, [], []
-        # global_step only moves when a worker commits, so every worker ends on a full window.
-        while global_step < args.train_steps:
-            # The window's last local step also commits to the ps and pulls θ.
-            if (local_steps + 1) % args.window:
-                loss, _ = sess.run([graph["loss"], graph["local_step"]])
-            else:
-                loss, global_step = sess.run([graph["loss"], graph["local_step_and_commit"]])
-                commits += 1
-            watchdog.progress()
-            local_steps += 1
-            losses.append(loss)
-            if args.step_delay:
-                time.sleep(args.step_delay)
-            if local_steps % args.log_every == 0:
-                test_accuracy = sess.run(graph["test_accuracy"])
-                curve.append([round(time.time(), 3), int(global_step),
-                              round(float(test_accuracy), 4)])
-                print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
-                      % (who, local_steps, global_step, np.mean(losses[-args.log_every:]),
-                         test_accuracy, local_steps / (time.time() - started)), flush=True)
-        test_accuracy, global_step = sess.run([graph["test_accuracy"], graph["global_step"]])
-    tell_parameter_servers(args, server, b"done")
-    report(args, who, local_steps, first_global_step, global_step, losses[-args.log_every:],
-           test_accuracy, curve, started, commits=commits)
-    return 0
-
-
 def main(argv=None):
     args = parse_flags(argv)
     who = task_name(args.job_name, args.task_index)
+    if not claim_log_dir(args, who):
+        return 2
     server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,
                              task_index=args.task_index, config=session_config(args))
     if args.job_name == "ps":
         return run_parameter_server(args, server)
-    watchdog = Watchdog(args, who)
+    watchdog = Watchdog(args, server)
     try:
         tell_parameter_servers(args, server, b"started")
         return train(args, server, watchdog)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError) as error:
-        print("[%s] error: %s (%s)" % (who, why_stuck(args), error.message.splitlines()[0]),
-              file=sys.stderr)
-        return 1
+        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached),
+                                       error.message.splitlines()[0]), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
     finally:
         watchdog.stop()
 

@@ -22,6 +22,9 @@ Several hosts, one command per task:
 or without the cluster flags, from the TF_CONFIG environment variable that cluster managers set.
 """
 import argparse
+import collections
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -41,141 +44,17 @@ ALGORITHM = "ssgd_different_learning_rates"
 STARTED = time.time()
 
 
-# ---------------------------------------------------------------------------------------------
-# Flags: the cluster (the TensorFlow 1.x convention, or TF_CONFIG), then training.
-# ---------------------------------------------------------------------------------------------
-class OneLineErrorParser(argparse.ArgumentParser):
-    """Bad input ends with one line that names the problem, and exit code 2."""
-
-    def error(self, message):
-        printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
-
-
-def add_cluster_flags(parser):
-    cluster = parser.add_argument_group("cluster (default: one ps on localhost:2222, "
-                                        "workers on localhost:2223,localhost:2224)")
-    cluster.add_argument("--job_name", choices=["ps", "worker"],
-                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
-    cluster.add_argument("--task_index", type=int,
-                         help="this task's index within its job; worker 0 is the chief")
-    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
-    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
-    cluster.add_argument("--timeout", type=float, default=60.0,
-                         help="seconds a task waits for a peer (start-up, a blocked step) "
-                              "before it gives up with an error")
-
-
-def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
-    training = parser.add_argument_group("training")
-    training.add_argument("--train_steps", type=int, default=train_steps,
-                          help="stop when the global step reaches this many updates")
-    training.add_argument("--batch_size", type=int, default=batch_size,
-                          help="examples per minibatch, per worker")
-    training.add_argument("--learning_rate", type=float, default=learning_rate,
-                          help="step size η of gradient descent")
-    training.add_argument("--seed", type=int, default=0,
-                          help="seeds the data split, the initial parameters and the shuffling")
-    training.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
-                          help="'digits' ships with scikit-learn; 'mnist' downloads once")
-    training.add_argument("--log_dir",
-                          help="checkpoints and TensorBoard summaries go here, and a restarted "
-                               "run resumes from them; without it nothing is written")
-    training.add_argument("--log_every", type=int, default=250,
-                          help="print progress and evaluate the test set every this many "
-                               "local steps")
-    training.add_argument("--checkpoint_every", type=int, default=500,
-                          help="with --log_dir, save a checkpoint every this many global steps")
-    training.add_argument("--step_delay", type=float, default=0.0,
-                          help="seconds this task sleeps after each step: a deliberate straggler, "
-                               "for experiments and tests")
-
-
-def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
-        if getattr(args, name) <= 0:
-            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
-    if not args.learning_rate > 0:
-        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
-    if args.step_delay < 0:
-        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
-
-
-def parse_host_list(parser, flag, text):
-    hosts = [host.strip() for host in text.split(",")] if text else []
-    for host in hosts:
-        name, _, port = host.rpartition(":")
-        if not name or not port.isdigit() or not 0 < int(port) < 65536:
-            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
-    if not hosts:
-        parser.error("%s: at least one host:port is needed" % flag)
-    return hosts
-
-
-def cluster_from_flags(parser, args):
-    """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or TF_CONFIG."""
-    if not args.timeout > 0:
-        parser.error("--timeout must be positive, got %g" % args.timeout)
-    flags_given = any(getattr(args, name) is not None
-                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
-    if not flags_given and os.environ.get("TF_CONFIG"):
-        try:
-            tf_config = json.loads(os.environ["TF_CONFIG"])
-            cluster, task = tf_config["cluster"], tf_config["task"]
-            ps_hosts, worker_hosts = ",".join(cluster["ps"]), ",".join(cluster["worker"])
-            job_name, task_index = task["type"], int(task["index"])
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
-                         "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
-                         % (type(error).__name__, error))
-        if set(cluster) - {"ps", "worker"}:
-            parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
-                         "chief), got %s" % sorted(cluster))
-    else:
-        def given(value, default):
-            return default if value is None else value
-        ps_hosts = given(args.ps_hosts, "localhost:2222")
-        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
-        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
-    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
-               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
-    if job_name not in cluster:
-        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
-    if not 0 <= task_index < len(cluster[job_name]):
-        parser.error("task index %d is out of range: there are %d %s task(s)"
-                     % (task_index, len(cluster[job_name]), job_name))
-    every_host = cluster["ps"] + cluster["worker"]
-    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
-    if duplicates:
-        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
-    port = int(cluster[job_name][task_index].rpartition(":")[2])
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("", port))
-    except OSError:
-        parser.error("port %d is already in use on this machine: stop what holds it or pick "
-                     "another port" % port)
-    finally:
-        probe.close()
-    return cluster, job_name, task_index
-
-
-def add_replicas_flag(parser):
-    parser.add_argument_group("synchronous steps").add_argument(
-        "--replicas_to_aggregate", type=int, metavar="N",
-        help="how many workers' contributions the ps averages into each update (default: all "
-             "M workers); with N < M the last M - N of every step arrive stale and are dropped "
-             "(backup workers)")
-
-
-def check_replicas_flag(parser, args):
-    workers = len(args.cluster["worker"])
-    if args.replicas_to_aggregate is None:
-        args.replicas_to_aggregate = workers
-    if not 1 <= args.replicas_to_aggregate <= workers:
-        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
-                     "got %d" % (workers, args.replicas_to_aggregate))
+def parse_flags(argv=None):
+    parser = example_parser(__doc__, train_steps=1000, learning_rate=0.1)
+    add_replicas_flag(parser)
+    parser.add_argument_group("learning rates").add_argument(
+        "--learning_rates", metavar="η0,η1,...",
+        help="comma-separated step sizes, one per worker: worker i scales its gradient by ηᵢ "
+             "(default: --learning_rate for every worker)")
+    args = parse_example_flags(parser, argv)
+    check_replicas_flag(parser, args)
+    args.learning_rates = parse_learning_rates(parser, args)
+    return args
 
 
 def parse_learning_rates(parser, args):
@@ -196,293 +75,6 @@ def parse_learning_rates(parser, args):
     return rates
 
 
-def parse_flags(argv=None):
-    parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
-    add_cluster_flags(parser)
-    add_training_flags(parser, train_steps=1000, learning_rate=0.1)
-    add_replicas_flag(parser)
-    parser.add_argument_group("learning rates").add_argument(
-        "--learning_rates", metavar="η0,η1,...",
-        help="comma-separated step sizes, one per worker: worker i scales its gradient by ηᵢ "
-             "(default: --learning_rate for every worker)")
-    args = parser.parse_args(argv)
-    check_training_flags(parser, args)
-    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
-    check_replicas_flag(parser, args)
-    args.learning_rates = parse_learning_rates(parser, args)
-    return args
-
-
-# ---------------------------------------------------------------------------------------------
-# Cluster: start this task's server; the ps serves until every worker has said it is done.
-# ---------------------------------------------------------------------------------------------
-def task_name(job_name, task_index):
-    return "%s%d" % (job_name, task_index)
-
-
-def session_config(args):
-    """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
-    the other workers: a worker only needs the ps tasks and itself."""
-    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
-                          operation_timeout_in_ms=int(args.timeout * 1000),
-                          device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
-                                                                           args.task_index)])
-
-
-class Watchdog:
-    """Ends this task when a ps it has reached stops answering (within about 1.5 s), or when it
-    makes no progress for --timeout seconds. TensorFlow itself can wait forever (creating a
-    session while a ps is down; MonitoredTrainingSession re-creating one it lost), so every
-    worker runs under one. The error names the tasks that no longer answer."""
-
-    def __init__(self, args, who):
-        self.args, self.who = args, who
-        self.last_progress = time.monotonic()
-        self.stopped = threading.Event()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def progress(self):
-        self.last_progress = time.monotonic()
-
-    def stop(self):
-        self.stopped.set()
-
-    def _watch(self):
-        reached, strikes = set(), {}
-        while not self.stopped.wait(0.5):
-            down = set(unreachable(self.args.cluster, "ps"))
-            reached |= set(range(len(self.args.cluster["ps"]))) - down
-            strikes = {index: strikes.get(index, 0) + 1 for index in down & reached}
-            stuck = time.monotonic() - self.last_progress > self.args.timeout
-            if (stuck or max(strikes.values(), default=0) >= 3) and not self.stopped.is_set():
-                print("[%s] error: %s" % (self.who, why_stuck(self.args)), file=sys.stderr,
-                      flush=True)
-                os._exit(1)
-
-
-def why_stuck(args):
-    lost_ps = unreachable(args.cluster, "ps")
-    if lost_ps:
-        return "lost the parameter server: %s is gone" % describe(args.cluster, "ps", lost_ps)
-    silent = unreachable(args.cluster, "worker")
-    return "no progress for %g s (--timeout); %s" % (
-        args.timeout, "not answering: " + describe(args.cluster, "worker", silent) if silent
-        else "every task still answers")
-
-
-def unreachable(cluster, job_name):
-    """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
-    dead = []
-    for index, host in enumerate(cluster[job_name]):
-        name, _, port = host.rpartition(":")
-        try:
-            socket.create_connection((name, int(port)), timeout=1.0).close()
-        except OSError:
-            dead.append(index)
-    return dead
-
-
-def describe(cluster, job_name, indices):
-    return ", ".join("%s (%s)" % (task_name(job_name, index), cluster[job_name][index])
-                     for index in indices)
-
-
-def status_queues(cluster):
-    """One queue per ps, on which each worker enqueues (its index, b"started") when it has
-    connected and (its index, b"done") when it has finished. The ps learns who is up from the
-    workers themselves, so even a worker that dies a moment after starting is accounted for."""
-    workers = len(cluster["worker"])
-    queues = []
-    for index in range(len(cluster["ps"])):
-        with tf.device("/job:ps/task:%d" % index):
-            queues.append(tf.FIFOQueue(2 * workers, [tf.int32, tf.string],
-                                       shared_name="status_queue%d" % index,
-                                       name="status_queue%d" % index))
-    return queues
-
-
-def ready_queue():
-    """Closed by the chief once θ is initialized or restored: a closed, empty queue answers every
-    dequeue at once, so waiting workers wake up without polling, however late they start."""
-    with tf.device("/job:ps/task:0"):
-        return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
-
-
-def run_parameter_server(args, server):
-    """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
-    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
-    port closes after it said "started" but before "done", or that has not started within
-    --timeout, is reported and the ps exits 1."""
-    me = task_name("ps", args.task_index)
-    everyone = set(range(len(args.cluster["worker"])))
-    with tf.Graph().as_default():
-        queue = status_queues(args.cluster)[args.task_index]
-        waiting, dequeue = queue.size(), queue.dequeue()
-        with tf.Session(server.target, config=session_config(args)) as sess:
-            started, done, strikes = set(), set(), {}
-            while True:
-                time.sleep(0.2)  # between looks at the ports and the queue
-                # The ports first, then the queue: a worker whose port was already closed has
-                # said all it ever will. Only this ps dequeues, so taking what size() counted
-                # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
-                # times out just as an item arrives can take the item, and it is lost.)
-                down = set(unreachable(args.cluster, "worker"))
-                for _ in range(sess.run(waiting)):
-                    index, status = sess.run(dequeue)
-                    (done if status == b"done" else started).add(int(index))
-                    all_done_at = time.time()
-                if done == everyone:
-                    if down == everyone or time.time() - all_done_at > args.timeout:
-                        break
-                    continue
-                strikes = {index: strikes.get(index, 0) + 1 for index in (down & started) - done}
-                lost = sorted(index for index, count in strikes.items() if count >= 3)
-                never_up = sorted(everyone - started - done)
-                if lost and len(done) + len(lost) == len(everyone):
-                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
-                          % (me, describe(args.cluster, "worker", lost), len(done),
-                             len(everyone)), file=sys.stderr)
-                    return 1
-                if never_up and time.time() - STARTED > args.timeout:
-                    print("[%s] error: %s never came up within %g s (--timeout)"
-                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
-                          file=sys.stderr)
-                    return 1
-    print("[%s] all %d workers are done; exiting (%.2f s of CPU time)"
-          % (me, len(everyone), time.process_time()), flush=True)
-    return 0
-
-
-def tell_parameter_servers(args, server, status):
-    """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
-    whose ps is not up yet retries once a second; watching the ports (bounded by the Watchdog)
-    connects the moment they open."""
-    while unreachable(args.cluster, "ps"):
-        time.sleep(0.05)
-    with tf.Graph().as_default():
-        enqueues = [queue.enqueue((args.task_index, status))
-                    for queue in status_queues(args.cluster)]
-        with tf.Session(server.target, config=session_config(args)) as sess:
-            sess.run(enqueues)
-
-
-def wait_until_chief_is_ready(args, server):
-    """A non-chief worker blocks on the ready queue until the chief closes it."""
-    with tf.Graph().as_default():
-        dequeue = ready_queue().dequeue()
-        with tf.Session(server.target, config=session_config(args)) as sess:
-            try:
-                sess.run(dequeue)
-            except tf.errors.OutOfRangeError:
-                pass
-
-
-class CloseReadyQueueHook(tf.train.SessionRunHook):
-    """Run on the chief once its session has initialized or restored θ."""
-
-    def __init__(self):
-        self._close = ready_queue().close()
-
-    def after_create_session(self, session, coord):
-        session.run(self._close)
-
-
-# ---------------------------------------------------------------------------------------------
-# Data and model: the same in every example (seeded, so that results are comparable).
-# ---------------------------------------------------------------------------------------------
-def load_dataset(name, seed):
-    """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
-    if name == "digits":
-        from sklearn.datasets import load_digits
-        digits = load_digits()
-        images, labels = digits.data / 16.0, digits.target
-        order = np.random.RandomState(seed).permutation(len(images))
-        test, train = order[:360], order[360:]
-        splits = (images[train], labels[train]), (images[test], labels[test])
-    else:
-        (train_x, train_y), (test_x, test_y) = tf.keras.datasets.mnist.load_data()
-        splits = ((train_x.reshape(len(train_x), -1) / 255.0, train_y),
-                  (test_x.reshape(len(test_x), -1) / 255.0, test_y))
-    return [(x.astype(np.float32), y.astype(np.int64)) for x, y in splits]
-
-
-def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph."""
-    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
-    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
-    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
-
-
-def initial_parameters(inputs, classes, seed, hidden=128):
-    """Glorot-uniform weights and zero biases, drawn with NumPy so that every example, and
-    TensorFlow 1.x and 2.x alike, start from the same θ."""
-    rng = np.random.RandomState(seed)
-
-    def glorot(fan_in, fan_out):
-        limit = np.sqrt(6.0 / (fan_in + fan_out))
-        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
-
-    return [("hidden_weights", glorot(inputs, hidden)),
-            ("hidden_biases", np.zeros(hidden, np.float32)),
-            ("output_weights", glorot(hidden, classes)),
-            ("output_biases", np.zeros(classes, np.float32))]
-
-
-def create_parameters(initial, **variable_options):
-    return [tf.Variable(value, name=name, **variable_options) for name, value in initial]
-
-
-def logits(params, images):
-    hidden_weights, hidden_biases, output_weights, output_biases = params
-    hidden = tf.nn.relu(tf.matmul(images, hidden_weights) + hidden_biases)
-    return tf.matmul(hidden, output_weights) + output_biases
-
-
-def cross_entropy(params, images, labels):
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits(params, images)))
-
-
-def accuracy(params, images, labels):
-    predictions = tf.argmax(logits(params, images), axis=1)
-    return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
-
-
-def pack(tensors):
-    """Tensors as one flat vector (the inverse of unpack)."""
-    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
-
-
-def unpack(vector, like):
-    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
-    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
-    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
-
-
-def by_ps_task(params):
-    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
-    devices = sorted({variable.device for variable in params})
-    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
-            for device in devices]
-
-
-def read_from_the_ps(params):
-    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
-    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
-    message and is cut back into tensors here."""
-    theta = [None] * len(params)
-    for device, indices in by_ps_task(params):
-        on_ps = [params[i] for i in indices]
-        with tf.device(device):
-            message = pack(on_ps)
-        for i, value in zip(indices, unpack(message, on_ps)):
-            theta[i] = value
-    return theta
-
-
-# ---------------------------------------------------------------------------------------------
-# The algorithm: synchronous SGD, each worker's gradient scaled by its own rate ηᵢ.
-# ---------------------------------------------------------------------------------------------
 def build_graph(args):
     """θ, global_step, the gradient accumulators and the token queue on the ps; input, forward
     and backward passes on this worker."""
@@ -520,9 +112,42 @@ def build_graph(args):
             "test_accuracy": test_accuracy, "optimizer": optimizer}
 
 
-# ---------------------------------------------------------------------------------------------
+def train(args, server, watchdog):
+    graph = build_graph(args)
+    synchronous = SynchronousTrainingHook(args, server, graph)
+    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
+        while loop.running():
+            # One synchronous step: send gᵢ, then wait for a token. The token holds the
+            # global step of the update that released it.
+            global_step, loss = sess.run([graph["train_op"], graph["loss"]])
+            loop.step(loss, global_step)
+    return loop.report()
+
+
+# =============================================================================================
+# Appendix, synchronous family: the flag N and the hook that end synchronous training
+# cleanly. The same, line for line, in Synchronous-SGD, Synchronous-SGD-different-learning-
+# rates and SAGN (tools/shared_helpers.py keeps it so); Synchronous-SGD/README.md explains it.
+# =============================================================================================
+def add_replicas_flag(parser):
+    parser.add_argument_group("synchronous steps").add_argument(
+        "--replicas_to_aggregate", type=int, metavar="N",
+        help="how many workers' contributions the ps averages into each update (default: all "
+             "M workers); with N < M the last M - N of every step arrive stale and are dropped "
+             "(backup workers)")
+
+
+def check_replicas_flag(parser, args):
+    workers = len(args.cluster["worker"])
+    if args.replicas_to_aggregate is None:
+        args.replicas_to_aggregate = workers
+    if not 1 <= args.replicas_to_aggregate <= workers:
+        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
+                     "got %d" % (workers, args.replicas_to_aggregate))
+
+
 # Ending synchronous training: nobody waits for a token that will never come.
-# ---------------------------------------------------------------------------------------------
+#
 # SyncReplicasOptimizer's own hook runs the chief's aggregation as a QueueRunner that never ends
 # by itself, and starts with N tokens in the queue. Once the chief leaves, the workers still in
 # a step wait for a token forever, and the chief's thread waits in take_grad: the classic hang
@@ -645,12 +270,575 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
                 tell_parameter_servers(self.args, self.server, b"done")
             except tf.errors.OpError:
                 pass
-        os._exit(1)
+        os._exit(RETRYABLE_EXIT_CODE)
 
 
-# ---------------------------------------------------------------------------------------------
-# Training loop and shutdown.
-# ---------------------------------------------------------------------------------------------
+# =============================================================================================
+# Appendix: what every example shares (flags, cluster lifecycle, data and model, the RESULT
+# line). It is the same, line for line, in every script, so that one file can be copied alone;
+# tools/shared_helpers.py keeps the copies identical, and Distributed-Setup/README.md explains
+# them. Nothing below is specific to the algorithm above.
+# =============================================================================================
+RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad input ends with one line that names the problem, and exit code 2."""
+
+    def error(self, message):
+        printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
+
+
+def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
+    """The command line of every example: the cluster, then training, with these defaults; the
+    algorithm adds its own flags."""
+    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_cluster_flags(parser)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
+
+
+def add_cluster_flags(parser):
+    cluster = parser.add_argument_group("cluster (default: one ps on localhost:2222, "
+                                        "workers on localhost:2223,localhost:2224)")
+    cluster.add_argument("--job_name", choices=["ps", "worker"],
+                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
+    cluster.add_argument("--task_index", type=int,
+                         help="this task's index within its job; worker 0 is the chief")
+    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
+    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
+    cluster.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds without progress after which a task gives up on a peer "
+                              "(one that never came up, died, froze or is cut off), exiting "
+                              "with the retryable code %d" % RETRYABLE_EXIT_CODE)
+
+
+def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
+    training = parser.add_argument_group("training")
+    training.add_argument("--train_steps", type=int, default=train_steps,
+                          help="stop when the global step reaches this many updates")
+    training.add_argument("--batch_size", type=int, default=batch_size,
+                          help="examples per minibatch, per worker")
+    training.add_argument("--learning_rate", type=float, default=learning_rate,
+                          help="step size η of gradient descent")
+    training.add_argument("--seed", type=int, default=0,
+                          help="seeds the data split, the initial parameters and the shuffling")
+    training.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
+                          help="'digits' ships with scikit-learn; 'mnist' downloads once")
+    training.add_argument("--log_dir",
+                          help="checkpoints and TensorBoard summaries go here, and a restarted "
+                               "run resumes from them; without it nothing is written")
+    training.add_argument("--log_every", type=int, default=250,
+                          help="print progress and evaluate the test set every this many "
+                               "local steps")
+    training.add_argument("--checkpoint_every", type=int, default=500,
+                          help="with --log_dir, save a checkpoint every this many global steps")
+    training.add_argument("--step_delay", type=float, default=0.0,
+                          help="seconds this task sleeps after each step: a deliberate straggler, "
+                               "for experiments and tests")
+
+
+def parse_example_flags(parser, argv):
+    """Parse and check the command line (or TF_CONFIG): every mistake is said before any server
+    starts."""
+    args = parser.parse_args(argv)
+    check_training_flags(parser, args)
+    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
+    check_log_dir(parser, args)
+    return args
+
+
+def check_training_flags(parser, args):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+        if getattr(args, name) <= 0:
+            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
+    if not args.learning_rate > 0:
+        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
+    if args.step_delay < 0:
+        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+
+
+def parse_host_list(parser, flag, text):
+    hosts = [host.strip() for host in text.split(",")] if text else []
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
+    if not hosts:
+        parser.error("%s: at least one host:port is needed" % flag)
+    return hosts
+
+
+def cluster_from_flags(parser, args):
+    """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or TF_CONFIG."""
+    if not args.timeout > 0:
+        parser.error("--timeout must be positive, got %g" % args.timeout)
+    flags_given = any(getattr(args, name) is not None
+                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
+    if not flags_given and os.environ.get("TF_CONFIG"):
+        try:
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            cluster, task = tf_config["cluster"], tf_config["task"]
+            ps_hosts, worker_hosts = ",".join(cluster["ps"]), ",".join(cluster["worker"])
+            job_name, task_index = task["type"], int(task["index"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
+                         "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
+                         % (type(error).__name__, error))
+        if set(cluster) - {"ps", "worker"}:
+            parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
+                         "chief), got %s" % sorted(cluster))
+    else:
+        def given(value, default):
+            return default if value is None else value
+        ps_hosts = given(args.ps_hosts, "localhost:2222")
+        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
+        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
+               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
+    if job_name not in cluster:
+        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
+    if not 0 <= task_index < len(cluster[job_name]):
+        parser.error("task index %d is out of range: there are %d %s task(s)"
+                     % (task_index, len(cluster[job_name]), job_name))
+    every_host = cluster["ps"] + cluster["worker"]
+    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
+    if duplicates:
+        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
+    port = int(cluster[job_name][task_index].rpartition(":")[2])
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("", port))
+    except OSError:
+        parser.error("port %d is already in use on this machine: stop what holds it or pick "
+                     "another port" % port)
+    finally:
+        probe.close()
+    return cluster, job_name, task_index
+
+
+def is_chief(args):
+    return args.job_name == "worker" and args.task_index == 0
+
+
+def check_log_dir(parser, args):
+    """The chief writes --log_dir: one that cannot hold a checkpoint is bad input, said now."""
+    if not args.log_dir or not is_chief(args):
+        return
+    if os.path.exists(args.log_dir) and not os.path.isdir(args.log_dir):
+        parser.error("--log_dir %s is a file, not a directory: name a directory" % args.log_dir)
+    probe = os.path.join(args.log_dir, ".write-test-%d" % os.getpid())
+    try:
+        os.makedirs(args.log_dir, exist_ok=True)
+        with open(probe, "w") as file:
+            file.write("x" * 4096)
+        os.remove(probe)
+    except OSError as error:
+        parser.error("--log_dir %s cannot be written (%s): name a writable directory with free "
+                     "space" % (args.log_dir, error.strerror or error))
+
+
+def claim_log_dir(args, who):
+    """Checkpoints of two runs in one --log_dir would interleave, so the chief holds a lock on it
+    for as long as it runs (the kernel drops it when the process ends, however it ends)."""
+    if not args.log_dir or not is_chief(args):
+        return True
+    args.log_dir_lock = open(os.path.join(args.log_dir, ".lock"), "a+")
+    try:
+        fcntl.flock(args.log_dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        args.log_dir_lock.seek(0)
+        print("[%s] error: --log_dir %s is in use by another run (%s): give each run its own "
+              "--log_dir" % (who, args.log_dir, args.log_dir_lock.read().strip() or "running"),
+              file=sys.stderr)
+        return False
+    args.log_dir_lock.truncate(0)
+    args.log_dir_lock.write("pid %d on %s" % (os.getpid(), socket.gethostname()))
+    args.log_dir_lock.flush()
+    return True
+
+
+def task_name(job_name, task_index):
+    return "%s%d" % (job_name, task_index)
+
+
+def session_config(args):
+    """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
+    the other workers: a worker only needs the ps tasks and itself."""
+    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
+                          operation_timeout_in_ms=int(args.timeout * 1000),
+                          device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
+                                                                           args.task_index)])
+
+
+class Watchdog:
+    """Liveness by progress. A worker that has made no progress for --timeout seconds (a ps or
+    a peer that died, froze or is cut off) says which task is silent and exits with the
+    retryable code; TensorFlow alone could wait forever. Anything shorter (lost packets, a short
+    link flap, a ps restarted from its checkpoint) is ridden out: TensorFlow retries, and the
+    MonitoredSession re-creates a session it lost. Meanwhile it sends the ps a heartbeat, so
+    that the ps can tell a frozen worker from a slow one."""
+
+    def __init__(self, args, server):
+        self.args, self.server = args, server
+        self.who = task_name(args.job_name, args.task_index)
+        self.last_progress = time.monotonic()
+        self.reached = set()  # ps tasks that accepted a connection at least once
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+
+    def progress(self):
+        self.last_progress = time.monotonic()
+
+    def stop(self):
+        self.stopped.set()
+
+    def _watch(self):
+        while not self.stopped.wait(0.5):
+            self.reached |= set(range(len(self.args.cluster["ps"]))) - set(
+                unreachable(self.args.cluster, "ps"))
+            silent = time.monotonic() - self.last_progress
+            if silent > self.args.timeout and not self.stopped.is_set():
+                print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
+                    self.who, silent, self.args.timeout, why_stuck(self.args, self.reached)),
+                    file=sys.stderr, flush=True)
+                os._exit(RETRYABLE_EXIT_CODE)
+
+    def _heartbeat(self):
+        with tf.Graph().as_default():
+            beats = [queue.enqueue((self.args.task_index, b"alive"))
+                     for queue in status_queues(self.args.cluster)]
+            with tf.Session(self.server.target, config=session_config(self.args)) as sess:
+                while not self.stopped.wait(heartbeat_interval(self.args)):
+                    try:
+                        if not unreachable(self.args.cluster, "ps"):
+                            sess.run(beats)
+                    except tf.errors.OpError:
+                        pass  # the ps is away: the watch above decides what that means
+
+
+def heartbeat_interval(args):
+    return min(max(args.timeout / 5.0, 0.2), 5.0)
+
+
+def why_stuck(args, reached=()):
+    """Which task is silent, and whether it never came up or stopped answering."""
+    down = unreachable(args.cluster, "ps")
+    if down:
+        return "lost the parameter server: %s" % "; ".join(
+            "%s %s" % (describe(args.cluster, "ps", [index]),
+                       "stopped answering (its port is closed)" if index in reached
+                       else "never came up (nothing listens on its port)") for index in down)
+    silent = unreachable(args.cluster, "worker")
+    if silent:
+        return "not answering: %s" % describe(args.cluster, "worker", silent)
+    return ("every task accepts connections, so one is frozen or cut off: the ps's log names "
+            "the worker it no longer hears from")
+
+
+def unreachable(cluster, job_name):
+    """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
+    dead = []
+    for index, host in enumerate(cluster[job_name]):
+        name, _, port = host.rpartition(":")
+        try:
+            socket.create_connection((name, int(port)), timeout=1.0).close()
+        except OSError:
+            dead.append(index)
+    return dead
+
+
+def describe(cluster, job_name, indices):
+    return ", ".join("%s (%s)" % (task_name(job_name, index), cluster[job_name][index])
+                     for index in indices)
+
+
+def status_queues(cluster):
+    """One queue per ps, on which each worker enqueues (its index, b"started") when it has
+    connected (again after a lost session), (its index, b"alive") as its heartbeat, and (its
+    index, b"done") when it has finished. The ps learns who is up from the workers themselves,
+    so even a worker that dies a moment after starting is accounted for."""
+    workers = len(cluster["worker"])
+    queues = []
+    for index in range(len(cluster["ps"])):
+        with tf.device("/job:ps/task:%d" % index):
+            queues.append(tf.FIFOQueue(16 * workers, [tf.int32, tf.string],
+                                       shared_name="status_queue%d" % index,
+                                       name="status_queue%d" % index))
+    return queues
+
+
+def ready_queue():
+    """Closed by the chief once θ is initialized or restored: a closed, empty queue answers every
+    dequeue at once, so waiting workers wake up without polling, however late they start."""
+    with tf.device("/job:ps/task:0"):
+        return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
+
+
+def run_parameter_server(args, server):
+    """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
+    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
+    port closes after it said "started" but before "done", or that sends no heartbeat for
+    --timeout seconds (frozen, cut off), is lost; once the others are done the ps names it and
+    exits 1. A worker that has not started within --timeout is named too."""
+    me = task_name("ps", args.task_index)
+    everyone = set(range(len(args.cluster["worker"])))
+    with tf.Graph().as_default():
+        queue = status_queues(args.cluster)[args.task_index]
+        waiting, dequeue = queue.size(), queue.dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            started, done, strikes, heard, silent = set(), set(), {}, {}, set()
+            while True:
+                time.sleep(0.2)  # between looks at the ports and the queue
+                # The ports first, then the queue: a worker whose port was already closed has
+                # said all it ever will. Only this ps dequeues, so taking what size() counted
+                # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
+                # times out just as an item arrives can take the item, and it is lost.)
+                down = set(unreachable(args.cluster, "worker"))
+                for _ in range(sess.run(waiting)):
+                    index, status = sess.run(dequeue)
+                    heard[int(index)] = time.monotonic()
+                    (done if status == b"done" else started).add(int(index))
+                    all_done_at = time.time()
+                if done == everyone:
+                    if down == everyone or time.time() - all_done_at > args.timeout:
+                        break
+                    continue
+                strikes = {index: strikes.get(index, 0) + 1 for index in (down & started) - done}
+                frozen = {index for index in started - done - down
+                          if time.monotonic() - heard[index] > args.timeout}
+                for index in sorted(frozen - silent):
+                    print("[%s] %s stopped answering: no heartbeat for %g s (--timeout), yet "
+                          "its port is open (frozen or cut off)"
+                          % (me, describe(args.cluster, "worker", [index]), args.timeout),
+                          file=sys.stderr, flush=True)
+                silent = frozen
+                lost = sorted(frozen | {index for index, count in strikes.items() if count >= 3})
+                never_up = sorted(everyone - started - done)
+                if lost and len(done) + len(lost) == len(everyone):
+                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
+                    return 1
+                if never_up and time.time() - STARTED > args.timeout:
+                    print("[%s] error: %s never came up within %g s (--timeout)"
+                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                          file=sys.stderr)
+                    return 1
+    print("[%s] all %d worker%s done; exiting (%.2f s of CPU time)"
+          % (me, len(everyone), " is" if len(everyone) == 1 else "s are", time.process_time()),
+          flush=True)
+    return 0
+
+
+def tell_parameter_servers(args, server, status):
+    """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
+    whose ps is not up yet retries once a second; watching the ports (bounded by the Watchdog)
+    connects the moment they open."""
+    while unreachable(args.cluster, "ps"):
+        time.sleep(0.05)
+    with tf.Graph().as_default():
+        enqueues = [queue.enqueue((args.task_index, status))
+                    for queue in status_queues(args.cluster)]
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            sess.run(enqueues)
+
+
+def wait_until_chief_is_ready(args, server):
+    """A non-chief worker blocks on the ready queue until the chief closes it."""
+    with tf.Graph().as_default():
+        dequeue = ready_queue().dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            try:
+                sess.run(dequeue)
+            except tf.errors.OutOfRangeError:
+                pass
+
+
+@contextlib.contextmanager
+def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, config=None):
+    """A MonitoredSession with the lifecycle every example shares; yields (session, loop).
+
+    The chief restores θ from --log_dir's newest intact checkpoint, or initializes it, and
+    writes checkpoints and TensorBoard summaries; the others wait until θ is ready. A session
+    lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
+    training loop ends, normally or not. At the end the ps hears "done"."""
+    hooks, scaffold = list(hooks) + [AnnounceHook(args)], scaffold or tf.train.Scaffold()
+    config = config or session_config(args)
+    if is_chief(args):
+        creator = ChiefSessionCreator(args, server, scaffold, config)
+        hooks.append(CloseReadyQueueHook())
+        if args.log_dir:
+            hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
+                                                   save_steps=args.checkpoint_every),
+                      tf.train.SummarySaverHook(save_steps=args.log_every,
+                                                output_dir=args.log_dir, scaffold=scaffold)]
+    else:
+        creator = AfterTheChiefSessionCreator(args, server, scaffold, config)
+    with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+        loop = TrainingLoop(args, sess, graph, watchdog)
+        try:
+            yield sess, loop
+        finally:
+            for hook in hooks:
+                getattr(hook, "stop", lambda: None)()
+        loop.finish()
+    tell_parameter_servers(args, server, b"done")
+
+
+class ChiefSessionCreator(tf.train.SessionCreator):
+    """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
+    chief was restarted while the others trained on), it joins like any worker. Only where θ is
+    not on the ps (a new cluster, a restarted ps) does it restore --log_dir's newest intact
+    checkpoint, or initialize θ."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
+
+    def create_session(self):
+        self.scaffold.finalize()
+        if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
+            return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
+                                                 self.config).create_session()
+        return tf.train.ChiefSessionCreator(
+            self.scaffold, self.server.target, self.config,
+            checkpoint_filename_with_path=newest_intact_checkpoint(self.args)).create_session()
+
+
+def theta_on_the_ps(args, server, uninitialized=None):
+    """Whether the ps already holds an initialized θ, saying so if it does."""
+    if uninitialized is None:
+        uninitialized = tf.report_uninitialized_variables(tf.global_variables())
+    with tf.Session(server.target, config=session_config(args)) as probe:
+        if len(probe.run(uninitialized)):
+            return False
+        print("[worker0] θ is live on the ps at global step %d: joining it (nothing is "
+              "initialized or restored)" % probe.run(tf.train.get_global_step()), flush=True)
+    return True
+
+
+def newest_intact_checkpoint(args):
+    """The checkpoint to resume from: the newest one whose every tensor reads back. A damaged one
+    (a crash while writing, a full disk) is skipped, saying so."""
+    state = args.log_dir and tf.train.get_checkpoint_state(args.log_dir)
+    if not state:
+        return None
+    for path in reversed(list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]):
+        try:
+            reader = tf.train.NewCheckpointReader(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            print("[worker0] resuming from %s" % path, flush=True)
+            return path
+        except (tf.errors.OpError, ValueError, RuntimeError) as error:
+            print("[worker0] checkpoint %s is damaged (%s); trying the one before"
+                  % (path, str(error).splitlines()[0][:120]), file=sys.stderr, flush=True)
+    print("[worker0] no intact checkpoint in %s: starting from the initial θ" % args.log_dir,
+          file=sys.stderr, flush=True)
+    return None
+
+
+class AfterTheChiefSessionCreator(tf.train.SessionCreator):
+    """A non-chief's session: it waits (without polling) until the chief has θ ready, so that
+    WorkerSessionCreator, which would poll every 30 s, finds it ready at its first look."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server = args, server
+        self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
+
+    def create_session(self):
+        wait_until_chief_is_ready(self.args, self.server)
+        return self.worker.create_session()
+
+
+class CloseReadyQueueHook(tf.train.SessionRunHook):
+    """Run on the chief once its session has initialized, restored or joined θ. A restarted
+    chief finds the queue closed already: nothing to do."""
+
+    def __init__(self):
+        queue = ready_queue()
+        self._is_closed, self._close = queue.is_closed(), queue.close()
+
+    def after_create_session(self, session, coord):
+        if not session.run(self._is_closed):
+            session.run(self._close)
+
+
+class AnnounceHook(tf.train.SessionRunHook):
+    """Says "started" to every ps whenever a session is (re-)created, so that a restarted ps
+    knows who trains."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def begin(self):
+        self._announce = [queue.enqueue((self.args.task_index, b"started"))
+                          for queue in status_queues(self.args.cluster)]
+
+    def after_create_session(self, session, coord):
+        session.run(self._announce)
+
+
+class TrainingLoop:
+    """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
+    alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
+    of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
+    the last --log_every losses are kept."""
+
+    def __init__(self, args, sess, graph, watchdog):
+        self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
+        self.who = task_name("worker", args.task_index)
+        self.first_global_step = self.global_step = sess.run(graph["global_step"])
+        self.local_steps, self.curve = 0, []
+        self.losses = collections.deque(maxlen=args.log_every)
+        self.started = time.time()
+        if self.global_step >= args.train_steps:
+            print("[%s] this run is already complete: global step %d >= --train_steps %d%s; "
+                  "nothing to train" % (self.who, self.global_step, args.train_steps,
+                                         " (from --log_dir %s)" % args.log_dir
+                                         if args.log_dir else ""), flush=True)
+
+    def running(self):
+        return self.global_step < self.args.train_steps
+
+    def step(self, loss, global_step=None):
+        """One local step done: its minibatch's loss, and the global step if it returned one."""
+        if global_step is not None:
+            self.global_step = global_step
+        self.watchdog.progress()
+        self.local_steps += 1
+        self.losses.append(loss)
+        if self.args.step_delay:
+            time.sleep(self.args.step_delay)
+        if self.local_steps % self.args.log_every == 0:
+            test_accuracy = self.sess.run(self.graph["test_accuracy"])
+            self.curve.append([round(time.time(), 3), int(self.global_step),
+                               round(float(test_accuracy), 4)])
+            print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+                  % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
+                     test_accuracy, self.local_steps / (time.time() - self.started)),
+                  flush=True)
+
+    def exchanged(self, global_step):
+        """An exchange with the ps that is not a local step (a commit, an elastic exchange):
+        the global step it returned, and a tick of the watchdog."""
+        self.global_step = global_step
+        self.watchdog.progress()
+
+    def finish(self):
+        self.test_accuracy, self.global_step = self.sess.run(
+            [self.graph["test_accuracy"], self.graph["global_step"]])
+
+    def report(self, **algorithm_fields):
+        report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,
+               self.losses, self.test_accuracy, self.curve, self.started, **algorithm_fields)
+        return 0
+
+
 def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
            curve, started, **algorithm_fields):
     """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
@@ -667,64 +855,126 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
-def train(args, server, watchdog):
-    who = task_name("worker", args.task_index)
-    is_chief = args.task_index == 0
-    graph = build_graph(args)
-    synchronous = SynchronousTrainingHook(args, server, graph)
-    if not is_chief:
-        wait_until_chief_is_ready(args, server)
-    with tf.train.MonitoredTrainingSession(
-            master=server.target, is_chief=is_chief, checkpoint_dir=args.log_dir,
-            hooks=[synchronous], chief_only_hooks=[CloseReadyQueueHook()],
-            config=session_config(args),
-            save_checkpoint_steps=args.checkpoint_every if args.log_dir else None,
-            save_checkpoint_secs=None, save_summaries_steps=args.log_every,
-            log_step_count_steps=None) as sess:
-        first_global_step = global_step = sess.run(graph["global_step"])
-        started, local_steps, losses, curve = time.time(), 0, [], []
-        try:
-            while global_step < args.train_steps:
-                # One synchronous step: send gᵢ, then wait for a token. The token holds the
-                # global step of the update that released it.
-                global_step, loss = sess.run([graph["train_op"], graph["loss"]])
-                watchdog.progress()
-                local_steps += 1
-                losses.append(loss)
-                if args.step_delay:
-                    time.sleep(args.step_delay)
-                if local_steps % args.log_every == 0:
-                    test_accuracy = sess.run(graph["test_accuracy"])
-                    curve.append([round(time.time(), 3), int(global_step),
-                                  round(float(test_accuracy), 4)])
-                    print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
-                          % (who, local_steps, global_step, np.mean(losses[-args.log_every:]),
-                             test_accuracy, local_steps / (time.time() - started)), flush=True)
-        finally:
-            synchronous.stop()
-        test_accuracy, global_step = sess.run([graph["test_accuracy"], graph["global_step"]])
-    tell_parameter_servers(args, server, b"done")
-    report(args, who, local_steps, first_global_step, global_step, losses[-args.log_every:],
-           test_accuracy, curve, started)
-    return 0
+def load_dataset(name, seed):
+    """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+        digits = load_digits()
+        images, labels = digits.data / 16.0, digits.target
+        order = np.random.RandomState(seed).permutation(len(images))
+        test, train = order[:360], order[360:]
+        splits = (images[train], labels[train]), (images[test], labels[test])
+    else:
+        (train_x, train_y), (test_x, test_y) = tf.keras.datasets.mnist.load_data()
+        splits = ((train_x.reshape(len(train_x), -1) / 255.0, train_y),
+                  (test_x.reshape(len(test_x), -1) / 255.0, test_y))
+    return [(x.astype(np.float32), y.astype(np.int64)) for x, y in splits]
+
+
+def worker_batches(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+
+
+def initial_parameters(inputs, classes, seed, hidden=128):
+    """Glorot-uniform weights and zero biases, drawn with NumPy so that every example, and
+    TensorFlow 1.x and 2.x alike, start from the same θ."""
+    rng = np.random.RandomState(seed)
+
+    def glorot(fan_in, fan_out):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+    return [("hidden_weights", glorot(inputs, hidden)),
+            ("hidden_biases", np.zeros(hidden, np.float32)),
+            ("output_weights", glorot(hidden, classes)),
+            ("output_biases", np.zeros(classes, np.float32))]
+
+
+def create_parameters(initial, **variable_options):
+    return [tf.Variable(value, name=name, **variable_options) for name, value in initial]
+
+
+def logits(params, images):
+    hidden_weights, hidden_biases, output_weights, output_biases = params
+    hidden = tf.nn.relu(tf.matmul(images, hidden_weights) + hidden_biases)
+    return tf.matmul(hidden, output_weights) + output_biases
+
+
+def cross_entropy(params, images, labels):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits(params, images)))
+
+
+def accuracy(params, images, labels):
+    predictions = tf.argmax(logits(params, images), axis=1)
+    return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+
+
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
+def apply_on_the_ps(optimizer, gradients, params):
+    """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
+    gradients packed on this worker into one message per ps task."""
+    updates = []
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        message = pack([gradients[i] for i in indices])
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
+    return tf.group(*updates)
 
 
 def main(argv=None):
     args = parse_flags(argv)
     who = task_name(args.job_name, args.task_index)
+    if not claim_log_dir(args, who):
+        return 2
     server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,
                              task_index=args.task_index, config=session_config(args))
     if args.job_name == "ps":
         return run_parameter_server(args, server)
-    watchdog = Watchdog(args, who)
+    watchdog = Watchdog(args, server)
     try:
         tell_parameter_servers(args, server, b"started")
         return train(args, server, watchdog)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError) as error:
-        print("[%s] error: %s (%s)" % (who, why_stuck(args), error.message.splitlines()[0]),
-              file=sys.stderr)
-        return 1
+        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached),
+                                       error.message.splitlines()[0]), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
     finally:
         watchdog.stop()
 

@@ -22,7 +22,7 @@ def test_one_worker_reaches_accuracy_and_every_task_exits_0(script):
     [result] = worker_results(cluster)
     assert result["test_accuracy"] >= 0.95
     assert result["global_step"] == result["local_steps"] == 1000
-    assert "all 1 workers are done" in output(cluster, "ps0")
+    assert "all 1 worker is done" in output(cluster, "ps0")
     for key in ("algorithm", "job", "task_index", "workers", "global_step", "local_steps",
                 "train_loss", "test_accuracy", "wall_seconds", "steps_per_second"):
         assert result[key] is not None, key

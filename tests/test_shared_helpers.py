@@ -12,8 +12,12 @@ import shared_helpers
 
 SCRIPTS = shared_helpers.example_scripts()
 THIRD_PARTY = {"numpy", "tensorflow", "sklearn"}
-STANDARD_LIBRARY = {"argparse", "collections", "itertools", "json", "math", "os", "re",
-                    "signal", "socket", "sys", "threading", "time"}
+STANDARD_LIBRARY = {"argparse", "collections", "contextlib", "fcntl", "itertools", "json", "math",
+                    "os", "re", "signal", "socket", "sys", "threading", "time"}
+# The shape of ../shared/STYLE.md: the algorithm (build_graph; the baseline's main) starts within
+# the first screens, and the lesson, from its first definition to the appendix, is short.
+ALGORITHM_STARTS_BY = 80
+LESSON_AT_MOST = 140
 
 
 def test_the_shared_helpers_are_identical_in_every_script():
@@ -21,9 +25,35 @@ def test_the_shared_helpers_are_identical_in_every_script():
     assert shared_helpers.differences() == []
 
 
+def test_every_helper_of_the_appendix_is_used_by_some_example():
+    assert shared_helpers.unused_appendix_helpers() == []
+
+
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: os.path.relpath(path, ROOT))
 def test_no_dead_code(path):
     assert shared_helpers.unused_definitions(path) == []
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: os.path.relpath(path, ROOT))
+def test_the_lesson_comes_first_and_the_appendix_last(path):
+    """Docstring; the lesson (flags, build_graph, train); one banner; the appendix, which ends
+    with main and the __main__ guard."""
+    source = open(path).read()
+    tree = ast.parse(source)
+    assert ast.get_docstring(tree), "the docstring comes first"
+    lesson_lines = shared_helpers.lesson_of(source).count("\n") + 1
+    assert lesson_lines < source.count("\n"), "no appendix banner"
+    spans = shared_helpers.top_level_definitions(source)
+    in_lesson = sorted((first, name) for name, (first, _) in spans.items() if first < lesson_lines)
+    algorithm = "main" if "def build_graph" not in source else "build_graph"
+    assert spans[algorithm][0] <= ALGORITHM_STARTS_BY, (algorithm, spans[algorithm][0])
+    assert lesson_lines - in_lesson[0][0] <= LESSON_AT_MOST, lesson_lines - in_lesson[0][0]
+    lesson_names = {name for _, name in in_lesson}
+    assert {"parse_flags", algorithm} <= lesson_names
+    assert ("train" in lesson_names) == (algorithm == "build_graph")
+    assert not lesson_names & set(shared_helpers.appendix_names()), "a shared helper above"
+    last = tree.body[-1]
+    assert isinstance(last, ast.If) and "__main__" in ast.dump(last.test), "__main__ guard last"
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: os.path.relpath(path, ROOT))

@@ -1,12 +1,15 @@
-"""Keep the small helpers that every example script repeats identical to the template's.
+"""Keep the appendix that every example script repeats identical to the template's.
 
-Each example is one file that a user can copy alone, so the cluster, data and model helpers are
-repeated in every script on purpose. Distributed-Setup/dist_setup.py holds the reference copy;
-this tool lists where another script differs (what tests/test_shared_helpers.py asserts), and
-with --write copies the reference over them.
+Each example is one file that a user can copy alone, so the flags, the cluster lifecycle, the data
+and the model are repeated in every script on purpose, in an appendix below the lesson (see
+../shared/STYLE.md). Distributed-Setup/dist_setup.py holds the reference appendix, and
+Synchronous-SGD/ssgd.py the reference block of the synchronous family. This tool lists where
+another script differs (what tests/test_shared_helpers.py asserts), and with --write copies the
+references over them. The one-process baseline has no cluster: each helper it shares with the
+appendix must match the template's, definition by definition.
 
     python tools/shared_helpers.py            # list differences, exit 1 if there are any
-    python tools/shared_helpers.py --write    # make every script match the template
+    python tools/shared_helpers.py --write    # make every script match the templates
 """
 import ast
 import glob
@@ -15,13 +18,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(ROOT, "Distributed-Setup", "dist_setup.py")
-SHARED = ["OneLineErrorParser", "add_cluster_flags", "add_training_flags", "check_training_flags",
-          "parse_host_list", "cluster_from_flags", "task_name", "session_config", "Watchdog",
-          "why_stuck", "unreachable", "describe", "status_queues", "ready_queue",
-          "run_parameter_server", "tell_parameter_servers", "wait_until_chief_is_ready",
-          "CloseReadyQueueHook", "load_dataset", "worker_batches", "initial_parameters",
-          "create_parameters", "logits", "cross_entropy", "accuracy", "pack", "unpack",
-          "by_ps_task", "read_from_the_ps", "apply_on_the_ps", "report"]
+FAMILY_TEMPLATE = os.path.join(ROOT, "Synchronous-SGD", "ssgd.py")
+RULE = "# " + "=" * 93 + "\n"
+APPENDIX_BANNER = RULE + "# Appendix: what every example shares"
+FAMILY_BANNER = RULE + "# Appendix, synchronous family:"
 
 
 def example_scripts():
@@ -30,6 +30,22 @@ def example_scripts():
     paths += sorted(glob.glob(os.path.join(ROOT, "*", "*.py")))
     return [path for path in paths
             if os.path.isfile(path) and "\nALGORITHM = " in open(path).read()]
+
+
+def split(source):
+    """(lesson, family block, appendix) of a script's text; the last two may be empty."""
+    appendix_at = source.find(APPENDIX_BANNER)
+    if appendix_at < 0:
+        return source, "", ""
+    family_at = source.find(FAMILY_BANNER, 0, appendix_at)
+    lesson_end = appendix_at if family_at < 0 else family_at
+    return source[:lesson_end], source[lesson_end:appendix_at], source[appendix_at:]
+
+
+def lesson_of(source):
+    """The text above the first appendix banner: the docstring and the lesson."""
+    found = source.find(RULE + "# Appendix")
+    return source if found < 0 else source[:found]
 
 
 def top_level_definitions(source):
@@ -55,39 +71,86 @@ def definitions(source):
             for name, (first, last) in top_level_definitions(source).items()}
 
 
+def appendix_names():
+    """The helpers of the appendix, in their order (main is each script's own entry point)."""
+    lesson, _, _ = split(open(TEMPLATE).read())
+    first = lesson.count("\n") + 1
+    spans = top_level_definitions(open(TEMPLATE).read())
+    return sorted((name for name, (start, _) in spans.items() if start > first and name != "main"),
+                  key=lambda name: spans[name][0])
+
+
 def differences():
-    """[(script, helper)] for every shared helper a script defines differently or out of order."""
-    reference = definitions(open(TEMPLATE).read())
+    """[(script, what)] for every script whose appendix, family block or shared helper differs
+    from the template's."""
+    template = open(TEMPLATE).read()
+    _, _, appendix = split(template)
+    _, family, _ = split(open(FAMILY_TEMPLATE).read())
+    reference = definitions(template)
+    shared = appendix_names()
     found = []
     for path in example_scripts():
-        own = definitions(open(path).read())
-        shared_here = [name for name in own if name in SHARED]
-        expected_order = [name for name in SHARED if name in own]
-        if shared_here != expected_order:
+        lesson, own_family, own_appendix = split(open(path).read())
+        if own_appendix:
+            if own_appendix != appendix:
+                found.append((path, "the appendix"))
+            if own_family and own_family != family:
+                found.append((path, "the synchronous family's block"))
+            continue
+        own = definitions(lesson)
+        shared_here = [name for name in own if name in shared]
+        if shared_here != [name for name in shared if name in own]:
             found.append((path, "order: %s" % ", ".join(shared_here)))
         found += [(path, name) for name in shared_here if own[name] != reference[name]]
     return found
 
 
-def unused_definitions(path):
-    """Top-level functions and classes nothing in the script refers to (dead code)."""
-    source = open(path).read()
-    tree = ast.parse(source)
+def names_used(tree):
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    return [name for name in top_level_definitions(source) if name not in used | {"main"}]
+    return used | {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+
+
+def unused_definitions(path):
+    """The lesson's top-level functions and classes that nothing in the script refers to (dead
+    code). The appendix is the same everywhere, so a helper of it that one example does not
+    need is not dead there: see unused_appendix_helpers."""
+    source = open(path).read()
+    lesson_end = lesson_of(source).count("\n") + 1
+    used = names_used(ast.parse(source))
+    return [name for name, (first, _) in top_level_definitions(source).items()
+            if first < lesson_end and name not in used | {"main"}]
+
+
+def unused_appendix_helpers():
+    """Helpers of the appendix that no example uses, apart from its own definition: dead code
+    in every copy."""
+    used = set()
+    for path in example_scripts():
+        for node in ast.parse(open(path).read()).body:
+            parts = node.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [node]
+            for part in parts:
+                used |= names_used(part)
+    return [name for name in appendix_names() if name not in used]
 
 
 def write():
-    reference = definitions(open(TEMPLATE).read())
+    template = open(TEMPLATE).read()
+    _, _, appendix = split(template)
+    _, family, _ = split(open(FAMILY_TEMPLATE).read())
+    reference = definitions(template)
+    shared = appendix_names()
     for path in example_scripts():
         source = open(path).read()
-        lines = source.splitlines()
-        spans = top_level_definitions(source)
-        for name in sorted((n for n in spans if n in SHARED), key=lambda n: -spans[n][0]):
-            first, last = spans[name]
-            lines[first - 1:last] = reference[name].splitlines()
-        updated = "\n".join(lines) + "\n"
+        lesson, own_family, own_appendix = split(source)
+        if own_appendix:
+            updated = lesson + (family if own_family else "") + appendix
+        else:
+            lines = source.splitlines()
+            spans = top_level_definitions(source)
+            for name in sorted((n for n in spans if n in shared), key=lambda n: -spans[n][0]):
+                first, last = spans[name]
+                lines[first - 1:last] = reference[name].splitlines()
+            updated = "\n".join(lines) + "\n"
         if updated != source:
             open(path, "w").write(updated)
             print("updated", os.path.relpath(path, ROOT))
@@ -97,9 +160,8 @@ def main():
     if "--write" in sys.argv[1:]:
         write()
     found = differences()
-    for path, name in found:
-        print("%s: %s differs from %s" % (os.path.relpath(path, ROOT), name,
-                                           os.path.relpath(TEMPLATE, ROOT)))
+    for path, what in found:
+        print("%s: %s differs from the template's" % (os.path.relpath(path, ROOT), what))
     return 1 if found else 0
 
 
