@@ -4,14 +4,18 @@ This is the main job of `bash setup.sh`: each example's run.sh (and the one-proc
 once, start to prompt, and the table shows its wall time, steps per second, test accuracy and
 time from launch to the target accuracy, beside the project's speed targets. With --repeats 3
 it reports medians; with --readme it rewrites the results section of README.md from the run.
+With --soak SECONDS it instead trains one example (Hogwild unless --only names another) for that
+long and prints every task's resident memory over time, and how fast it grows once warmed up.
 
     python tools/benchmark.py [--repeats N] [--only Hogwild,AGN] [--readme]
+    python tools/benchmark.py --soak 600 [--only Hogwild]
 """
 import argparse
 import glob
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -197,6 +201,95 @@ def update_readme(report):
         json.dump(report, out, indent=1)
 
 
+def example_script(folder):
+    """The script that a folder's run.sh launches."""
+    text = open(os.path.join(ROOT, folder, "run.sh")).read()
+    return os.path.join(ROOT, folder, re.search(r'"\$here/([^"/]+\.py)"', text).group(1))
+
+
+def rss_kb(pid):
+    """A process's resident set size, from /proc/PID/status; None once it has exited."""
+    try:
+        with open("/proc/%d/status" % pid) as status:
+            return next((int(line.split()[1]) for line in status
+                         if line.startswith("VmRSS:")), None)
+    except FileNotFoundError:
+        return None
+
+
+GLOBAL_STEP = re.compile(r"\(global (\d+)\)")  # in the workers' progress lines
+
+
+def global_step(cluster):
+    """The highest global step in the workers' latest progress lines (0 before the first)."""
+    latest = [next((int(match.group(1)) for match in map(GLOBAL_STEP.search, reversed(task.lines))
+                    if match), 0) for task in cluster.tasks]
+    return max(latest)
+
+
+def soak(folder, seconds):
+    """Train one example for `seconds` (with a --train_steps it never reaches), sampling every
+    task's RSS; then the growth from the end of the warm-up (the first third) to the end, in MB
+    per minute and KB per 1000 global steps: a leak shows as a steady growth."""
+    interval = min(5.0, seconds / 10)  # every few seconds, and at least ten samples
+    samples = []  # (seconds since the start, global step, {task: RSS in KB})
+    cluster = LocalCluster(example_script(folder), echo=False,
+                           args=["--train_steps", "1000000000"])
+    with cluster:
+        cluster.start()
+        print("[benchmark] soak: %s for %g s, RSS every %g s of %s" % (
+            os.path.relpath(cluster.script, ROOT), seconds, interval, ", ".join(
+                "%s (pid %d)" % (task.name, task.process.pid) for task in cluster.tasks)),
+            flush=True)
+        started = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - started
+            samples.append((elapsed, global_step(cluster),
+                            {task.name: rss_kb(task.process.pid) for task in cluster.tasks}))
+            print(soak_row(cluster, samples[-1], header=len(samples) == 1), flush=True)
+            if elapsed >= seconds or cluster.failed():
+                break
+            # The sampling timer, cut short if a task ends.
+            cluster.wait_for(cluster.failed, min(interval, seconds - elapsed))
+        failed = cluster.failed()
+    print("[benchmark] soak: every task stopped")
+    if failed:
+        print("[benchmark] soak: %s failed; returncodes %s\n%s" % (
+            ", ".join(task.name for task in failed), cluster.returncodes(),
+            "\n".join(line for task in failed for line in task.lines[-10:])), file=sys.stderr)
+        return 1
+    print(soak_growth(cluster, samples, seconds / 3))
+    return 0
+
+
+def soak_row(cluster, sample, header=False):
+    """One line of the soak table: seconds, global step, then each task's RSS in MB."""
+    columns = ["%s MB" % task.name for task in cluster.tasks]
+    row = "%7.1f  %11d" % sample[:2] + "".join(
+        "  " + ("%.1f" % (rss / 1024) if rss else "-").rjust(len(column))
+        for rss, column in zip(sample[2].values(), columns))
+    return "      s  global step  " + "  ".join(columns) + "\n" + row if header else row
+
+
+def soak_growth(cluster, samples, warm_up):
+    """RSS growth of each task from the first sample after the warm-up to the last."""
+    first = next(sample for sample in samples if sample[0] >= warm_up)
+    last = samples[-1]
+    minutes, steps = (last[0] - first[0]) / 60, last[1] - first[1]
+    lines = ["growth after the warm-up, from %.0f s to %.0f s (global step %d to %d):"
+             % (first[0], last[0], first[1], last[1])]
+    for task in cluster.tasks:
+        before, after = first[2][task.name], last[2][task.name]
+        if not (before and after and minutes):
+            lines.append("  %8s  -" % task.name)
+            continue
+        growth = after - before
+        lines.append("  %8s  %+8.1f MB  %+7.2f MB/min  %s KB per 1000 global steps" % (
+            task.name, growth / 1024, growth / 1024 / minutes,
+            "%+.1f" % (growth / (steps / 1000)) if steps else "-"))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs per example (median)")
@@ -206,10 +299,15 @@ def main(argv=None):
                              "one worker, to show where a distributed step's time goes")
     parser.add_argument("--readme", action="store_true",
                         help="rewrite README.md's results section from this run")
+    parser.add_argument("--soak", type=float, metavar="SECONDS",
+                        help="only train one example (the first of --only, default Hogwild) "
+                             "this long, and print its tasks' memory (RSS) over time")
     options, extra_args = parser.parse_known_args(argv)
     if options.profile:
         print(profile())
         return 0
+    if options.soak:
+        return soak((options.only or "Hogwild").split(",")[0], options.soak)
     entries = entry_points()
     if options.only:
         wanted = options.only.split(",")

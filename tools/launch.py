@@ -2,10 +2,16 @@
 
 Every example's run.sh calls this (through tools/launch). It starts the tasks, shows their output
 with [ps0]/[worker1] prefixes, waits for all of them, prints the results table from their RESULT
-lines, and exits 0 only if every task did. If a task fails, or on Ctrl-C or SIGTERM, it ends every
-task it started (each runs in its own process group, ended by group id, never by name).
+lines, and exits 0 only if every task did. Each task runs in its own process group, ended by group
+id, never by name; on Ctrl-C, SIGTERM or a closed output pipe (`| head`) every task is ended.
 
-    python tools/launch.py [--workers N] [--ps N] EXAMPLE.py [example flags...]
+A task that fails is reported, and the others may finish without it (asynchronous training
+does); --grace bounds how long they get. With --restart on-failure (RESTART=on-failure bash run.sh)
+it is started again with the same command line and environment, at most --max_restarts times, as
+Kubernetes' restartPolicy OnFailure would. Exit code 2 (bad input) is never retried: every task
+is ended at once.
+
+    python tools/launch.py [--workers N] [--ps N] [--restart on-failure] EXAMPLE.py [flags...]
 
 The tests and the benchmark use the same LocalCluster class.
 """
@@ -22,6 +28,9 @@ import threading
 import time
 
 RESULT_PATTERN = re.compile(r"^\[(\w+)\] RESULT (\{.*\})\s*$")
+BAD_INPUT = 2  # the examples' exit code for a wrong command line: retrying cannot help
+CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a writer whose reader went away
+RESTART_POLICIES = ("never", "on-failure")
 
 
 def free_ports(count, host="127.0.0.1"):
@@ -45,20 +54,55 @@ def _die_with_parent():
         pass
 
 
+def describe_exit(code):
+    return "died (signal %d)" % -code if code < 0 else "exit code %d" % code
+
+
+class Console:
+    """The launcher's terminal, shared by every task's reader thread: whole lines, one at a
+    time. Its reader may go away (`| head`, `less` quit): the first write that finds the pipe
+    closed sets `closed`, and the stream is pointed at /dev/null, so that neither a later write
+    nor Python's flush at exit prints a BrokenPipeError. After that nothing more is written."""
+
+    def __init__(self):
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def print(self, line, stream=None):
+        stream = stream or sys.stdout
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                stream.write(line + "\n")
+                stream.flush()
+            except BrokenPipeError:
+                self.closed = True
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 class Task:
+    """One ps or worker. `process` is its latest incarnation; `lines` holds what every
+    incarnation printed, in order (a restart keeps the lines of the one that died), and
+    `restarts` counts the restarts."""
+
     def __init__(self, job, index):
         self.job, self.index = job, index
         self.name = "%s%d" % (job, index)
         self.process = None
         self.lines = []
         self.reader = None
+        self.done = False  # the latest process has exited and all its output has been read
+        self.restarts = 0
+        self.command, self.env = None, None  # of the latest start: a restart reuses them
 
     @property
     def returncode(self):
         return self.process.poll() if self.process else None
 
     def result(self):
-        for line in self.lines:
+        """The RESULT of the last incarnation that printed one."""
+        for line in reversed(self.lines):
             match = RESULT_PATTERN.match(line)
             if match and match.group(1) == self.name:
                 return json.loads(match.group(2))
@@ -81,8 +125,8 @@ class LocalCluster:
         self.worker_hosts = ["%s:%d" % (host, port) for port in ports[ps:]]
         self.tasks = ([Task("ps", index) for index in range(ps)]
                       + [Task("worker", index) for index in range(workers)])
+        self.console = Console()
         self._changed = threading.Condition()
-        self._echo_lock = threading.Lock()
 
     def __enter__(self):
         return self
@@ -106,15 +150,33 @@ class LocalCluster:
         return self
 
     def start_task(self, task, command, env=None):
-        task.lines = []
+        """Start a task afresh: no output, no restarts yet."""
+        task.lines, task.restarts = [], 0
+        task.command = list(command)
+        task.env = dict(self.env, **self.task_env.get(task.name, {}), **(env or {}))
+        self._spawn(task)
+
+    def restart(self, task):
+        """Start an ended task again with exactly its last command line and environment,
+        keeping the output it printed so far."""
+        assert task.done, "%s is still running" % task.name
+        _signal_group(task.process.pid, signal.SIGKILL)  # anything its group left
+        task.reader.join()
+        task.restarts += 1
+        self._spawn(task)
+
+    def _spawn(self, task):
+        task.done = False
         task.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(self.env, **self.task_env.get(task.name, {}), **(env or {})),
-            cwd=os.path.dirname(self.script), preexec_fn=_die_with_parent)
+            task.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=task.env, cwd=os.path.dirname(self.script),
+            preexec_fn=_die_with_parent)
         task.reader = threading.Thread(target=self._read, args=(task, task.process), daemon=True)
         task.reader.start()
 
     def _read(self, task, process):
+        """Collect (and echo) one incarnation's output until it exits. It goes on reading after
+        the console is closed, so that no task blocks on a full pipe before it is stopped."""
         prefix = "[%s]" % task.name
         for raw in process.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
@@ -122,11 +184,14 @@ class LocalCluster:
                 task.lines.append(line)
                 self._changed.notify_all()
             if self.echo:
-                with self._echo_lock:
-                    print(line if line.startswith(prefix) else "%s %s" % (prefix, line),
-                          flush=True)
+                self.console.print(line if line.startswith(prefix) else "%s %s" % (prefix, line))
+                if self.console.closed:
+                    with self._changed:
+                        self._changed.notify_all()
         process.wait()
         with self._changed:
+            if task.process is process:  # not started again meanwhile (start_task after a kill)
+                task.done = True
             self._changed.notify_all()
 
     def wait_for(self, predicate, timeout):
@@ -147,9 +212,7 @@ class LocalCluster:
             regex.search(line) for line in task.lines)
 
     def finished(self):
-        return all(task.process is None or (task.returncode is not None
-                                            and not task.reader.is_alive())
-                   for task in self.tasks)
+        return all(task.process is None or task.done for task in self.tasks)
 
     def failed(self):
         return [task for task in self.tasks if task.returncode not in (None, 0)]
@@ -166,7 +229,8 @@ class LocalCluster:
             os.killpg(task.process.pid, sig)
 
     def stop(self, grace=3.0):
-        """End every task still running: SIGTERM to its process group, SIGKILL after grace."""
+        """End every task still running: SIGTERM to its process group, SIGKILL after grace.
+        Returns the tasks that were still running."""
         running = [task for task in self.tasks if task.process and task.returncode is None]
         for task in running:
             _signal_group(task.process.pid, signal.SIGTERM)
@@ -182,6 +246,7 @@ class LocalCluster:
                 _signal_group(task.process.pid, signal.SIGKILL)  # anything its group left
                 if task.reader:
                     task.reader.join(5)
+        return running
 
     def results(self):
         return [result for result in (task.result() for task in self.tasks) if result]
@@ -197,24 +262,134 @@ def _signal_group(pid, sig):
         pass
 
 
-def results_table(results, wall_seconds):
+class BadInput(Exception):
+    """A task exited with code 2: its command line is wrong."""
+
+    def __init__(self, task):
+        super().__init__(task.name)
+        self.task = task
+
+
+def supervise(cluster, restart, max_restarts, grace, timeout, say):
+    """Wait until every task has ended by itself, dealing with each end as it comes: a task that
+    failed is restarted (restart="on-failure", up to max_restarts times each) or reported, and
+    the others carry on for at most `grace` seconds more: asynchronous training can finish
+    without a dead worker. Returns None when every task ended by itself or the output was
+    closed, else why it stopped waiting (the timeout or the grace period ran out). A task that
+    exits with bad input raises BadInput: the command line is the same for every task, and
+    retrying it cannot help."""
+    deadline = time.monotonic() + timeout
+    failure = None  # (task, when) of the first failure that was not restarted
+    dealt_with = set()  # the processes whose end has been dealt with
+
+    def newly_ended():
+        return [task for task in cluster.tasks
+                if task.process and task.done and task.process not in dealt_with]
+
+    while True:
+        limit = deadline if failure is None else min(deadline, failure[1] + grace)
+        cluster.wait_for(lambda: cluster.console.closed or newly_ended() or cluster.finished(),
+                         limit - time.monotonic())
+        if cluster.console.closed:
+            return None
+        for task in newly_ended():
+            dealt_with.add(task.process)
+            code = task.returncode
+            if code == 0:
+                continue
+            if code == BAD_INPUT:
+                raise BadInput(task)
+            if restart == "on-failure" and task.restarts < max_restarts:
+                say("[launch] %s %s; restarting it with the same command line (restart %d of %d)"
+                    % (task.name, describe_exit(code), task.restarts + 1, max_restarts))
+                cluster.restart(task)
+                say("[launch] %s restarted (pid %d)" % (task.name, task.process.pid))
+                continue
+            say("[launch] %s %s; not restarting it (%s)" % (
+                task.name, describe_exit(code), "RESTART=on-failure would" if restart == "never"
+                else "restarted %d time(s) already; MAX_RESTARTS=%d" % (task.restarts,
+                                                                         max_restarts)))
+            failure = failure or (task, time.monotonic())
+        if cluster.finished():
+            return None
+        if time.monotonic() >= limit:
+            running = ", ".join(task.name for task in cluster.tasks if not task.done)
+            if failure and limit < deadline:
+                return "%s still running %g s after %s failed (--grace); every task was stopped" \
+                    % (running, grace, failure[0].name)
+            return "not finished after %g s; every task was stopped" % timeout
+
+
+def ending(task, stopped):
+    return "stopped by the launcher" if task in stopped else describe_exit(task.returncode)
+
+
+def results_table(tasks, wall_seconds, stopped=()):
+    """One row per task that printed a RESULT, and one per task that did not exit 0 without
+    one, saying how it died or that the launcher stopped it (`stopped`); in task order."""
     columns = ["task", "global_step", "local_steps", "train_loss", "test_accuracy",
                "steps_per_second", "wall_seconds"]
-    rows = [["worker%d" % r["task_index"]] + [r.get(c) for c in columns[1:]] for r in results]
+    results, rows = [], []  # a row: every column, or a task's name and how it ended
+    for task in tasks:
+        result = task.result()
+        if result:
+            results.append(result)
+            rows.append([task.name] + [str(result.get(column)) for column in columns[1:]])
+        elif task.returncode != 0:
+            rows.append([task.name, ending(task, stopped)])
     if not rows:
         return "no RESULT lines"
-    text = [[str(cell) for cell in row] for row in [columns] + rows]
-    widths = [max(len(row[i]) for row in text) for i in range(len(columns))]
-    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in text]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    total = sum(r["steps_per_second"] or 0 for r in results)
-    lines.append("%s: %d worker(s), %.0f steps/s together, %.1f s from launch to the end"
-                 % (results[0]["algorithm"], len(results), total, wall_seconds))
+    full = [columns] + [row for row in rows if len(row) == len(columns)]
+    widths = [max(len(row[i]) for row in full) for i in range(len(columns))]
+    widths[0] = max(len(row[0]) for row in [columns] + rows)
+
+    def line(row):
+        if len(row) == len(columns):
+            return "  ".join(cell.rjust(width) for cell, width in zip(row, widths))
+        return "%s  %s" % (row[0].rjust(widths[0]), row[1])
+
+    lines = [line(columns), "  ".join("-" * width for width in widths)] + list(map(line, rows))
+    if results:
+        total = sum(r["steps_per_second"] or 0 for r in results)
+        lines.append("%s: %d worker(s), %.0f steps/s together, %.1f s from launch to the end"
+                     % (results[0]["algorithm"], len(results), total, wall_seconds))
     return "\n".join(lines)
 
 
+LAUNCHER_VARIABLES = """\
+run.sh (tools/launch) itself reads these environment variables:
+  WORKERS=N             the number of workers (now %d)
+  RESTART=on-failure    start a task that failed again, with the same command line, as
+                        Kubernetes' restartPolicy OnFailure would (default: never; a dead task
+                        is reported, and the others may finish without it)
+  MAX_RESTARTS=N        restarts per task with RESTART=on-failure (now %d)
+  PYTHON=/path/python   the interpreter (default: the project's .venv)
+  LAUNCH_NETWORK=host   run on this machine's network, not in a private loopback-only one
+                        (needed for --dataset mnist's first download)"""
+
+
+def show_help(options, console):
+    """The example's own --help (the script alone, no cluster), then the launcher's variables."""
+    process = subprocess.run([sys.executable, options.script] + options.args,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, cwd=os.path.dirname(options.script) or ".",
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    for line in process.stdout.decode("utf-8", "replace").splitlines():
+        console.print(line)
+    if process.returncode == 0:
+        console.print("\n" + LAUNCHER_VARIABLES % (options.workers, options.max_restarts))
+    return CLOSED_PIPE if console.closed else process.returncode
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad input ends with one line that names the problem, and exit code 2."""
+
+    def error(self, message):
+        self.exit(2, "launch: error: %s\n" % message)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ps", type=int, default=1)
     parser.add_argument("--gpus", type=int,
@@ -223,15 +398,36 @@ def main(argv=None):
     parser.add_argument("--network", choices=["host", "private"], default="host",
                         help="'private': tools/launch started us in a network namespace of our "
                              "own, with only loopback")
+    parser.add_argument("--restart", default="never",
+                        help="'on-failure': start a task that failed again, with the same "
+                             "command line (RESTART); default: never")
+    parser.add_argument("--max_restarts", default="3",
+                        help="restarts per task with --restart on-failure (MAX_RESTARTS)")
+    parser.add_argument("--grace", type=float, default=180,
+                        help="after a task failed for good, stop the others if they are still "
+                             "running after this many seconds")
     parser.add_argument("--timeout", type=float, default=900,
                         help="end everything after this many seconds")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     if options.workers < 1 or options.ps < 1:
-        parser.exit(2, "launch: error: WORKERS and the number of ps must be at least 1, got "
-                       "%d and %d\n" % (options.workers, options.ps))
+        parser.error("WORKERS and the number of ps must be at least 1, got %d and %d"
+                     % (options.workers, options.ps))
+    if options.restart not in RESTART_POLICIES:
+        parser.error("unknown RESTART %r: use on-failure, or never (the default)"
+                     % options.restart)
+    if not options.max_restarts.isdigit():
+        parser.error("MAX_RESTARTS must be a whole number, 0 or more, got %r"
+                     % options.max_restarts)
+    options.max_restarts = int(options.max_restarts)
     started = time.time()
+    signal.signal(signal.SIGTERM, _interrupted)
+    if "-h" in options.args or "--help" in options.args:
+        try:
+            return show_help(options, Console())
+        except KeyboardInterrupt:
+            return 130
     task_env = {}
     if options.gpus is not None:
         task_env = {"worker%d" % index: {"CUDA_VISIBLE_DEVICES": str(index % options.gpus)
@@ -241,37 +437,51 @@ def main(argv=None):
                          for index in range(options.ps)})
     cluster = LocalCluster(options.script, options.workers, options.ps, options.args,
                            task_env=task_env)
-
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupted)
+    say = cluster.console.print
     try:
         cluster.start()
-        print("[launch] %s: %s; %s" % (os.path.basename(options.script), ", ".join(
+        say("[launch] %s: %s; %s" % (os.path.basename(options.script), ", ".join(
             "%s at %s (pid %d)" % (task.name, host, task.process.pid) for task, host in
             zip(cluster.tasks, cluster.ps_hosts + cluster.worker_hosts)),
             "in a private network namespace (loopback only)" if options.network == "private"
-            else "on this machine's network: the ports are open on every interface"),
-            flush=True)
-        ended = cluster.wait(options.timeout)
+            else "on this machine's network: the ports are open on every interface"))
+        why = supervise(cluster, options.restart, options.max_restarts, options.grace,
+                        options.timeout, say)
+    except BadInput as bad:
+        cluster.stop()
+        say("[launch] error: %s failed (exit code %d); every task was stopped"
+            % (bad.task.name, BAD_INPUT), sys.stderr)
+        return CLOSED_PIPE if cluster.console.closed else 1
     except KeyboardInterrupt:
         cluster.stop()
-        print("[launch] interrupted: every task was stopped", file=sys.stderr)
+        say("[launch] interrupted: every task was stopped", sys.stderr)
         return 130
-    failed = cluster.failed()
-    cluster.stop()
-    if not ended and not failed:
-        print("[launch] error: not finished after %g s; every task was stopped"
-              % options.timeout, file=sys.stderr)
-        return 1
+    return report(cluster, why, cluster.stop(), time.time() - started)
+
+
+def report(cluster, why, stopped, wall_seconds):
+    """The end of a run: the results table, who was restarted, who failed; the exit code."""
+    say = cluster.console.print
+    say(results_table(cluster.tasks, wall_seconds, stopped))
+    restarted = ["%s %d time(s)" % (task.name, task.restarts)
+                 for task in cluster.tasks if task.restarts]
+    if restarted:
+        say("[launch] restarted: " + ", ".join(restarted))
+    if why:
+        say("[launch] error: " + why, sys.stderr)
+    failed = [task for task in cluster.tasks if task.returncode != 0]
     if failed:
-        print("[launch] error: %s failed (exit code %s); every task was stopped"
-              % (failed[0].name, failed[0].returncode), file=sys.stderr)
-        return 1
-    print(results_table(sorted(cluster.results(), key=lambda r: r["task_index"]),
-                        time.time() - started))
-    return 0
+        say("[launch] error: %d of %d tasks did not succeed: %s" % (
+            len(failed), len(cluster.tasks),
+            ", ".join("%s %s" % (task.name, ending(task, stopped)) for task in failed)),
+            sys.stderr)
+    if cluster.console.closed:
+        return CLOSED_PIPE
+    return 1 if failed else 0
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

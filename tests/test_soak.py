@@ -1,0 +1,22 @@
+"""tools/benchmark.py --soak: every task's memory over time, then every task stopped."""
+import re
+import sys
+
+from helpers import example, run_script
+from test_launcher import assert_gone, launched_pids
+
+
+def test_soak_samples_every_tasks_rss_and_stops_them_all():
+    code, text = run_script([sys.executable, example("tools/benchmark.py"), "--soak", "15"])
+    assert code == 0, text
+    assert re.search(r"^      s  global step  ps0 MB  worker0 MB  worker1 MB$", text, re.M), text
+    rows = re.findall(r"^ +(\d+\.\d) +(\d+) +(\d+\.\d) +(\d+\.\d) +(\d+\.\d)$", text, re.M)
+    assert len(rows) >= 10 and float(rows[-1][0]) >= 15, text
+    assert int(rows[-1][1]) > 0, text  # training was under way
+    for name in ("ps0", "worker0", "worker1"):
+        assert re.search(r"^ +%s +[+-]\d+\.\d MB +[+-]\d+\.\d+ MB/min +[+-]\d+\.\d KB per 1000 "
+                         r"global steps$" % name, text, re.M), text
+    assert "[benchmark] soak: every task stopped" in text
+    pids = launched_pids(text)
+    assert len(pids) == 3
+    assert_gone(pids)
