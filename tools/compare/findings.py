@@ -1,0 +1,293 @@
+"""What we found: sentences chosen by conditions on the numbers, none typed by hand.
+
+Every value is given with its min–max over repeats, and every claim that one configuration did
+better than another is made only where metrics.order says it held in every repeat; otherwise
+the sentence says "within noise". Each comparison names the measure it is made on and the
+budget of the table it comes from.
+"""
+from . import plan
+from .metrics import (MEASURE_WORDS, complete, costs, mean, order, ratios,
+                      straggler_measure, straggler_pairs, values)
+
+JIN = "Jin et al. 2016 (\"How to scale distributed deep learning?\"), where asynchronous " \
+      "methods win at small scale"
+SCALING_CLAIM = "the claim that synchronous training scales further"
+CHEN = "Chen et al. 2016 (\"Revisiting Distributed Synchronous SGD\"), where backup workers " \
+       "hide stragglers"
+FOLKLORE = "the folklore that asynchronous training does not wait for slow workers"
+BUDGET_WORDS = {
+    plan.EQUAL_MINIBATCHES: "At equal minibatches (synchronous runs make N× fewer θ updates):",
+    plan.EQUAL_UPDATES: "At equal updates (synchronous runs apply N× more minibatches):"}
+
+
+def span(numbers, pattern="%.1f", unit=" s", prefix=""):
+    """A mean and its range: '8.1 s (7.9–8.3 over 3 repeats)', '8.1 s (one repeat)'."""
+    text = prefix + pattern % mean(numbers) + unit
+    if len(numbers) == 1:
+        return text + " (one repeat)"
+    return "%s (%s–%s over %d repeats)" % (text, pattern % min(numbers), pattern % max(numbers),
+                                          len(numbers))
+
+
+def who(row):
+    if row["family"] == "baseline":
+        return "the one-process baseline"
+    return "%s with %d worker%s" % (plan.label(row), row["workers"],
+                                    "" if row["workers"] == 1 else "s")
+
+
+def first_letter_up(sentence):
+    return sentence[0].upper() + sentence[1:]
+
+
+def lower(first, second):
+    """True if `first` was below `second` in every repeat, False if above, None if within
+    noise (metrics.order)."""
+    return {"<": True, ">": False, None: None}[order(first, second)]
+
+
+def bears_on(outcome, claim):
+    """How a result bears on a published claim: outcome True (as claimed), False, or None."""
+    return {True: "agrees with ", False: "contradicts ",
+            None: "is within noise, so neither supports nor contradicts "}[outcome] + claim
+
+
+def findings(rows, settings, runs):
+    """The report's list of findings, in Markdown."""
+    if not any(row["runs_ok"] for row in rows):
+        return ("No run of the comparison finished successfully, so there is nothing to "
+                "conclude yet (see the failed runs below, or run it).")
+    lines = bullets(caveats(rows, settings, runs))
+    for section in (plan.EQUAL_MINIBATCHES, plan.EQUAL_UPDATES):
+        table = [row for row in rows if row["section"] == section and row["runs_ok"]]
+        if table:
+            lines += ["- " + BUDGET_WORDS[section]]
+            lines += bullets(section_findings(table, settings), indent="  ")
+    scaling = [row for row in rows if row["section"] == plan.EQUAL_MINIBATCHES]
+    lines += bullets([scales_further(scaling, settings["repeats"]), stability(scaling)]
+                     + straggler_findings(rows, settings))
+    return "\n".join(lines)
+
+
+def bullets(sentences, indent=""):
+    """A Markdown list of the sentences that apply (None: the numbers did not allow one)."""
+    return [indent + "- " + sentence for sentence in sentences if sentence]
+
+
+def caveats(rows, settings, runs):
+    """What weighs on every number: one repeat, start-up, other work on the machine."""
+    notes = []
+    if settings["repeats"] < 2:
+        notes.append("With one repeat per configuration every comparison below is within "
+                     "noise, and stability across repeats was not measured (use --repeats 3 or "
+                     "more).")
+    runs_shown = {row["key"]: row for row in rows}.values()  # a run shown in two tables: once
+    starts = [row for row in runs_shown if row["family"] != "baseline"
+              and row["first_evaluation"] and row["wall_seconds"]]
+    share = mean([row["first_evaluation"] / row["wall_seconds"] for row in starts])
+    if share and share > 0.5:
+        notes.append("Start-up dominated this budget: the first test evaluation came on average "
+                     "%.0f%% of the way through a distributed run's wall time (TensorFlow's "
+                     "import and the cluster's start), so a larger --budget tells more about "
+                     "training itself." % (100 * share))
+    loads = [run["load_average"] for run in runs if "load_average" in run]
+    cores = settings["machine"]["cores"]
+    if loads and mean(loads) > cores:
+        notes.append("Other work shared the machine (load average %.1f on %d core(s) at the "
+                     "end of the runs, on average), so every time here carries that noise."
+                     % (mean(loads), cores))
+    return notes
+
+
+def section_findings(table, settings):
+    distributed = [row for row in table if row["family"] != "baseline"]
+    return [first_to_target(table, settings["target"]),
+            against_baseline(table, settings["machine"]["cores"]),
+            family_accuracy(distributed), asynchronous_at_small_scale(distributed)]
+
+
+def best(rows, family, workers, measure, highest=False):
+    """The family's best row at this worker count on a measure every one of its runs has
+    (backup-worker variants aside: they answer another question)."""
+    candidates = [row for row in rows if row["family"] == family and row["workers"] == workers
+                  and not (row["aggregated"] and row["aggregated"] < row["workers"])
+                  and complete(row, measure)]
+    pick = max if highest else min
+    return pick(candidates, key=lambda row: row[measure], default=None)
+
+
+def first_to_target(table, target):
+    """Who reached the target first, among the configurations that reached it in every run."""
+    reached = sorted((row for row in table if complete(row, "time_to_target")),
+                     key=lambda row: row["time_to_target"])
+    partly = sum(1 for row in table if row["reached"] and not complete(row, "time_to_target"))
+    others = " (%d more reached it in some runs only)" % partly if partly else ""
+    goal = "%.2f test accuracy" % target
+    if not reached:
+        return ("No configuration reached %s in every run%s; raise --budget or lower --target "
+                "for a time-to-accuracy comparison (the other columns stand)." % (goal, others))
+    leader, times = reached[0], values(reached[0], "time_to_target")
+    if len(reached) == 1:
+        return "Only %s reached %s in every run, after %s%s." % (who(leader), goal,
+                                                                 span(times), others)
+    runner, then = reached[1], values(reached[1], "time_to_target")
+    if order(times, then) == "<":
+        return first_letter_up("%s reached %s first, after %s; the next, %s, after %s%s." % (
+            who(leader), goal, span(times), who(runner), span(then), others))
+    return first_letter_up("%s and %s were first to %s, within noise of each other: %s "
+                           "against %s%s." % (who(leader), who(runner), goal, span(times),
+                                              span(then), others))
+
+
+def against_baseline(table, cores):
+    """The fastest distributed configuration against the one process, on time to target."""
+    baseline = next((row for row in table if row["family"] == "baseline"), None)
+    fastest = min((row for row in table if row["family"] != "baseline"
+                   and complete(row, "time_to_target")),
+                  key=lambda row: row["time_to_target"], default=None)
+    if not fastest or not baseline or not complete(baseline, "time_to_target"):
+        return None
+    mine, theirs = values(fastest, "time_to_target"), values(baseline, "time_to_target")
+    speedups = ratios(baseline["per_repeat"]["time_to_target"],
+                      fastest["per_repeat"]["time_to_target"])
+    outcome = order(mine, theirs)
+    verdict = {None: "within noise", "<": "faster in every repeat",
+               ">": "slower in every repeat"}[outcome]
+    if outcome == ">" and fastest["workers"] + 1 > cores:
+        verdict += (" (its ps and workers share %d core(s): a cluster adds communication, and "
+                    "its extra workers add no compute)" % cores)
+    speedup = "; speed-up %s" % span(speedups, "%.2f", "", "×") if speedups else ""
+    return ("The fastest distributed configuration to the target, %s, took %s against %s for "
+            "the one process: %s%s." % (who(fastest), span(mine), span(theirs), verdict, speedup))
+
+
+def family_accuracy(distributed):
+    """The best final accuracy of each family at the largest worker count: the budget's unit
+    decides how far a synchronous run gets, so this is where the two tables differ most."""
+    counts = sorted({row["workers"] for row in distributed if row["workers"] >= 2})
+    if not counts:
+        return None
+    sync, async_ = (best(distributed, family, counts[-1], "final_accuracy", highest=True)
+                    for family in ("synchronous", "asynchronous"))
+    if not sync or not async_:
+        return None
+    mine, theirs = values(sync, "final_accuracy"), values(async_, "final_accuracy")
+    relation = {"<": "below", ">": "above", None: "within noise of"}[order(mine, theirs)]
+    return ("At %d workers the best final test accuracy of the synchronous family, %s's %s, "
+            "was %s the asynchronous family's best, %s's %s." % (
+                counts[-1], plan.label(sync), span(mine, "%.4f", ""), relation,
+                plan.label(async_), span(theirs, "%.4f", "")))
+
+
+def asynchronous_at_small_scale(distributed):
+    """Jin et al.: at the fewest workers (2 or more), the fastest of each family to the target."""
+    small = min((row["workers"] for row in distributed if row["workers"] >= 2), default=None)
+    if small is None:
+        return None
+    sync, async_ = (best(distributed, family, small, "time_to_target")
+                    for family in ("synchronous", "asynchronous"))
+    if not sync or not async_:
+        return ("At %d workers no %s configuration reached the target in every run, so %s was "
+                "not tested." % (small, "synchronous" if not sync else "asynchronous", JIN))
+    mine, theirs = values(async_, "time_to_target"), values(sync, "time_to_target")
+    return ("At %d workers the fastest asynchronous configuration to the target, %s, took %s "
+            "against %s for the fastest synchronous one, %s: this %s." % (
+                small, plan.label(async_), span(mine), span(theirs), plan.label(sync),
+                bears_on(lower(mine, theirs), JIN)))
+
+
+def family_gains(rows, family, low, high, repeats):
+    """Repeat by repeat, the family's best examples/s at `high` workers / at `low` workers."""
+    def best_rate(workers, repeat):
+        rates = [row["per_repeat"]["examples_per_second"][repeat] for row in rows
+                 if row["family"] == family and row["workers"] == workers]
+        return max((rate for rate in rates if rate is not None), default=None)
+    return ratios([best_rate(high, r) for r in range(repeats)],
+                  [best_rate(low, r) for r in range(repeats)])
+
+
+def scales_further(scaling, repeats):
+    """The claim that synchronous training scales further, on throughput."""
+    distributed = [row for row in scaling if row["family"] != "baseline" and row["runs_ok"]]
+    counts = sorted({row["workers"] for row in distributed})
+    if len(counts) < 2:
+        return ("Only one worker count was measured, so how each family scales was not tested "
+                "(use --workers 1,2,4).")
+    low, high = counts[0], counts[-1]
+    sync, async_ = (family_gains(distributed, family, low, high, repeats)
+                    for family in ("synchronous", "asynchronous"))
+    if not sync or not async_:
+        return None
+    return ("At equal minibatches, from %d to %d workers the best synchronous throughput "
+            "(examples/s) grew %s, the best asynchronous %s: this %s." % (
+                low, high, span(sync, "%.2f", "", "×"), span(async_, "%.2f", "", "×"),
+                bears_on(lower(async_, sync), SCALING_CLAIM)))
+
+
+def stability(scaling):
+    """The narrowest and widest range of final accuracy over repeats (a description of the
+    spread, not a claim that one algorithm is steadier: two or three repeats cannot show it)."""
+    repeated = [row for row in scaling if row["family"] != "baseline"
+                and len(values(row, "final_accuracy")) >= 2]
+    if not repeated:
+        return None
+
+    def width(row):
+        accuracies = values(row, "final_accuracy")
+        return max(accuracies) - min(accuracies)
+    steady, shaky = min(repeated, key=width), max(repeated, key=width)
+    return ("At equal minibatches, the narrowest range of final test accuracy over repeats was "
+            "that of %s, %s; the widest that of %s, %s." % (
+                who(steady), span(values(steady, "final_accuracy"), "%.4f", ""), who(shaky),
+                span(values(shaky, "final_accuracy"), "%.4f", "")))
+
+
+def straggler_findings(rows, settings):
+    """What the straggler cost each configuration, and the two claims about it."""
+    pairs = straggler_pairs(rows)
+    if not pairs:
+        return []
+    measure = straggler_measure(pairs)
+    changes = []
+    for pair in pairs:
+        before, after = values(pair["normal"], measure), values(pair["slow"], measure)
+        ratio = costs(pair, measure)
+        if ratio:
+            changes.append("%s ×%s, %s" % (plan.label(pair["slow"]), span(ratio, "%.2f", ""), {
+                "<": "slower in every repeat", ">": "faster in every repeat",
+                None: "within noise"}[order(before, after)]))
+    return ["With the straggler (its section's budget: equal minibatches), the %s changed by: "
+            "%s." % (MEASURE_WORDS[measure], "; ".join(changes)),
+            backup_workers(pairs, measure), waits_for_stragglers(pairs, measure)]
+
+
+def backup_workers(pairs, measure):
+    """Chen et al.: with the straggler, one backup worker against all workers aggregated."""
+    slow = {plan.label(pair["slow"]): pair["slow"] for pair in pairs}
+    backup = slow.get("%s (N=%d of %d)" % (plan.BACKUP_ALGORITHM, plan.STRAGGLER_WORKERS - 1,
+                                           plan.STRAGGLER_WORKERS))
+    full = slow.get(plan.BACKUP_ALGORITHM)
+    if not backup or not full or not values(backup, measure) or not values(full, measure):
+        return None
+    mine, theirs = values(backup, measure), values(full, measure)
+    return ("With the straggler, %s's %s was %s with one backup worker against %s with all %d "
+            "aggregated: this %s." % (plan.BACKUP_ALGORITHM, MEASURE_WORDS[measure], span(mine),
+                                      span(theirs), plan.STRAGGLER_WORKERS,
+                                      bears_on(lower(mine, theirs), CHEN)))
+
+
+def waits_for_stragglers(pairs, measure):
+    """The folklore: the straggler costs Synchronous-SGD more than any asynchronous algorithm."""
+    full = next((pair for pair in pairs if plan.label(pair["slow"]) == plan.BACKUP_ALGORITHM),
+                None)
+    asynchronous = [pair for pair in pairs if pair["slow"]["family"] == "asynchronous"
+                    and costs(pair, measure)]
+    if not full or not costs(full, measure) or not asynchronous:
+        return None
+    mildest = min(asynchronous, key=lambda pair: mean(costs(pair, measure)))
+    mine, theirs = costs(mildest, measure), costs(full, measure)
+    return ("The straggler multiplied the %s of %s with all %d aggregated by %s, and that of "
+            "the least affected asynchronous algorithm, %s, by %s: this %s." % (
+                MEASURE_WORDS[measure], plan.BACKUP_ALGORITHM, plan.STRAGGLER_WORKERS,
+                span(theirs, "%.2f", "", "×"), plan.label(mildest["slow"]),
+                span(mine, "%.2f", "", "×"), bears_on(lower(mine, theirs), FOLKLORE)))

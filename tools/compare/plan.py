@@ -1,0 +1,185 @@
+"""The plan: which configurations run, and each one's --train_steps under its budget.
+
+--train_steps is the global step at which a script stops, but global steps count different
+things: in the asynchronous family one global step is one worker minibatch (a window's commit
+adds its T minibatches); in Synchronous-SGD (and its different-learning-rates variant) one update
+that averages N workers' minibatches; in SAGN one round that averages N workers' T local steps.
+So the budget B (--budget) is counted in one of two units, and each script gets
+--train_steps = B / (units per global step), rounded up:
+
+- equal minibatches: every run applies B minibatch gradients to θ (the same work). A
+  synchronous run then makes N× fewer θ updates than an asynchronous one, each the average of
+  N gradients.
+- equal updates: every run makes B θ updates. An asynchronous global step is one update, as is
+  a synchronous step, whatever N; a SAGN round counts T, its T local steps (as an AGN commit
+  counts the T steps of its window). A synchronous run then applies N× more minibatches.
+
+For the asynchronous family (and the one-process baseline, and any run with N = 1) both budgets
+give the same --train_steps, hence the same runs: they are run once and shown in both tables.
+A script stops at its first global step ≥ --train_steps, so asynchronous and windowed ones may
+go over by a few minibatches (up to a window per worker): the Global updates column shows it.
+With backup workers (M workers, N < M aggregated) the M − N late gradients of each step are
+computed and dropped: they count in examples/s (work done), not in the budget (work used).
+Every algorithm runs at its own default learning rate (the one its script was tuned with).
+"""
+import math
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BASELINE = "Non-Distributed_Setup"
+STRAGGLER_WORKERS = 3  # the straggler section's cluster: 2 normal workers and 1 slow one
+BACKUP_ALGORITHM = "Synchronous-SGD"  # shown with and without one backup worker
+SAGN_WINDOW = 4
+SPREAD_RATES_BASE = 0.1  # Synchronous-SGD-different-learning-rates' default η
+
+# The report's sections, each with the unit its budget is counted in.
+EQUAL_MINIBATCHES, EQUAL_UPDATES, STRAGGLER = "equal minibatches", "equal updates", "straggler"
+BUDGET_OF = {EQUAL_MINIBATCHES: "minibatches", EQUAL_UPDATES: "updates",
+             STRAGGLER: "minibatches"}
+
+
+class Algorithm:
+    """One example script, and what one of its global steps consumes and makes when N workers'
+    contributions are aggregated: `minibatches(N)` gradients and `updates` θ updates."""
+
+    def __init__(self, name, script, family, minibatches=lambda aggregated: 1, updates=1,
+                 extra_args=lambda workers: []):
+        self.name, self.script, self.family = name, script, family
+        self.minibatches, self.updates, self.extra_args = minibatches, updates, extra_args
+
+    @property
+    def synchronous(self):
+        return self.family == "synchronous"
+
+    def exists(self):
+        return os.path.isfile(os.path.join(ROOT, self.script))
+
+
+def spread_learning_rates(workers):
+    """Worker i's rate, evenly from 0.5·η to 1.5·η (their mean is η); one worker: η."""
+    if workers == 1:
+        return []
+    rates = [SPREAD_RATES_BASE * (0.5 + index / (workers - 1)) for index in range(workers)]
+    return ["--learning_rates", ",".join("%g" % round(rate, 6) for rate in rates)]
+
+
+ALGORITHMS = [
+    Algorithm(BASELINE, "Non-Distributed_Setup.py", "baseline"),
+    Algorithm("Distributed-Setup", "Distributed-Setup/dist_setup.py", "asynchronous"),
+    Algorithm("Synchronous-SGD", "Synchronous-SGD/ssgd.py", "synchronous",
+              minibatches=lambda aggregated: aggregated),
+    Algorithm("Synchronous-SGD-different-learning-rates",
+              "Synchronous-SGD-different-learning-rates/ssgd.py", "synchronous",
+              minibatches=lambda aggregated: aggregated, extra_args=spread_learning_rates),
+    Algorithm("SAGN", "SAGN/SAGN.py", "synchronous",
+              minibatches=lambda aggregated: aggregated * SAGN_WINDOW, updates=SAGN_WINDOW,
+              extra_args=lambda workers: ["--window", str(SAGN_WINDOW)]),
+    Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous"),
+    Algorithm("DOWNPOUR", "DOWNPOUR/DOWNPOUR.py", "asynchronous"),
+    Algorithm("DOWNPOUR-Easy", "DOWNPOUR-Easy/DOWNPOUR.py", "asynchronous"),
+    Algorithm("AGN", "AGN/AGN.py", "asynchronous"),
+    Algorithm("AEASGD", "AEASGD/AEASGD.py", "asynchronous"),
+    Algorithm("EAMSGD", "EAMSGD/EAMSGD.py", "asynchronous"),
+    Algorithm("DynSGD", "DynSGD/DynSGD.py", "asynchronous"),
+    Algorithm("Staleness-Aware-SGD", "Staleness-Aware-SGD/Staleness-Aware-SGD.py",
+              "asynchronous"),
+]
+BY_NAME = {algorithm.name: algorithm for algorithm in ALGORITHMS}
+NOT_COMPARED = {"Basics-Tutorial", "Multiple-GPUs-Single-Machine"}  # no new algorithm there
+
+
+def available_algorithms():
+    """The known algorithms whose script is in the checkout (others may be being written)."""
+    return [algorithm for algorithm in ALGORITHMS if algorithm.exists()]
+
+
+def unknown_example_folders():
+    """Folders with a run.sh that this tool does not know: not compared (their global step's
+    meaning, hence their budget, is unknown here), but named so that nobody misses them."""
+    known = {os.path.dirname(a.script) for a in ALGORITHMS} | NOT_COMPARED
+    return sorted(name for name in os.listdir(ROOT)
+                  if os.path.isfile(os.path.join(ROOT, name, "run.sh")) and name not in known)
+
+
+def train_steps(budget, unit, minibatches_per_step, updates_per_step):
+    """--train_steps that spends `budget` counted in `unit` ("minibatches" or "updates")."""
+    per_step = minibatches_per_step if unit == "minibatches" else updates_per_step
+    return int(math.ceil(budget / float(per_step)))
+
+
+def make_config(algorithm, workers, settings, unit="minibatches", aggregated=None,
+                straggler_delay=0.0):
+    """One configuration: the exact script, cluster and flags for a budget in `unit`."""
+    aggregated = (aggregated or workers) if algorithm.synchronous else None
+    minibatches = algorithm.minibatches(aggregated or 1)
+    steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates)
+    args = ["--train_steps", str(steps), "--batch_size", str(settings["batch_size"]),
+            "--seed", str(settings["seed"]), "--log_every", str(settings["log_every"])]
+    if algorithm.synchronous:
+        args += ["--replicas_to_aggregate", str(aggregated)]
+    args += algorithm.extra_args(workers)
+    # The key names what runs: a budget that gives the same --train_steps gives the same runs.
+    key = "%s|workers=%d|N=%s|delay=%g|steps=%d" % (algorithm.name, workers, aggregated or "-",
+                                                    straggler_delay, steps)
+    return {"key": key, "algorithm": algorithm.name, "family": algorithm.family,
+            "script": algorithm.script, "workers": workers, "aggregated": aggregated,
+            "minibatches_per_global_step": minibatches,
+            "updates_per_global_step": algorithm.updates, "train_steps": steps,
+            "straggler_delay": straggler_delay,
+            "straggler_task": "worker%d" % (workers - 1) if straggler_delay else None,
+            "args": args, "sections": []}
+
+
+def planned(algorithms, settings):
+    """(section, configuration) for every row the report will show."""
+    distributed = [a for a in algorithms if a.family != "baseline"]
+    for section in settings["sections"]:
+        unit = BUDGET_OF[section]
+        if section == STRAGGLER:
+            yield from straggler_configs(distributed, settings)
+            continue
+        yield section, make_config(BY_NAME[BASELINE], 1, settings, unit)
+        for algorithm in distributed:
+            for workers in settings["workers"]:
+                yield section, make_config(algorithm, workers, settings, unit)
+
+
+def straggler_configs(distributed, settings):
+    """Each chosen algorithm with STRAGGLER_WORKERS workers, without and with the slow one;
+    BACKUP_ALGORITHM also with one backup worker (N = workers − 1 aggregated)."""
+    chosen = settings.get("straggler_algorithms")
+    for algorithm in (a for a in distributed if not chosen or a.name in chosen):
+        variants = [None, STRAGGLER_WORKERS - 1] if algorithm.name == BACKUP_ALGORITHM else [None]
+        for aggregated in variants:
+            for delay in (0.0, settings["straggler_delay"]):
+                yield STRAGGLER, make_config(algorithm, STRAGGLER_WORKERS, settings,
+                                             aggregated=aggregated, straggler_delay=delay)
+
+
+def build_plan(algorithms, settings):
+    """Every configuration once, with the sections it appears in: a run shared by several
+    tables (an asynchronous run under both budgets; a 3-worker run without a straggler, both a
+    scaling row and the straggler section's reference) runs once per repeat."""
+    configs = {}
+    for section, config in planned(algorithms, settings):
+        config = configs.setdefault(config["key"], config)
+        if section not in config["sections"]:
+            config["sections"].append(section)
+    return list(configs.values())
+
+
+def label(config):
+    """A configuration's name in tables and legends (its backup workers, if any)."""
+    text = config["algorithm"]
+    if config["aggregated"] and config["aggregated"] < config["workers"]:
+        text += " (N=%d of %d)" % (config["aggregated"], config["workers"])
+    return text
+
+
+def describe(config):
+    """One line of --plan and of the progress: what runs."""
+    text = "%s, %d worker%s" % (label(config), config["workers"],
+                                "" if config["workers"] == 1 else "s")
+    if config["straggler_task"]:
+        text += ", %s +%g s/step" % (config["straggler_task"], config["straggler_delay"])
+    return text
