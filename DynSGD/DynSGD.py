@@ -400,7 +400,8 @@ class Watchdog:
             silent = time.monotonic() - self.last_progress
             if silent > self.args.timeout and not self.stopped.is_set():
                 print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
-                    self.who, silent, self.args.timeout, why_stuck(self.args, self.reached)),
+                    self.who, silent, self.args.timeout,
+                    why_stuck(self.args, self.reached, self.server)),
                     file=sys.stderr, flush=True)
                 os._exit(RETRYABLE_EXIT_CODE)
 
@@ -421,19 +422,41 @@ def heartbeat_interval(args):
     return min(max(args.timeout / 5.0, 0.2), 5.0)
 
 
-def why_stuck(args, reached=()):
-    """Which task is silent, and whether it never came up or stopped answering."""
+def why_stuck(args, reached=None, server=None):
+    """Which task is silent, and whether it never came up or stopped answering (reached: the ps
+    tasks known to have been up; None: assume they were)."""
     down = unreachable(args.cluster, "ps")
     if down:
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
-                       "stopped answering (its port is closed)" if index in reached
-                       else "never came up (nothing listens on its port)") for index in down)
+                       "stopped answering (its port takes no connection)"
+                       if reached is None or index in reached else "never came up (nothing listens on its port)") for index in down)
+    frozen = [index for index in range(len(args.cluster["ps"]))
+              if server is not None and not answers(args, server, index)]
+    if frozen:
+        return ("lost the parameter server: %s accepts connections but does not answer (frozen "
+                "or cut off)" % describe(args.cluster, "ps", frozen))
     silent = unreachable(args.cluster, "worker")
     if silent:
         return "not answering: %s" % describe(args.cluster, "worker", silent)
-    return ("every task accepts connections, so one is frozen or cut off: the ps's log names "
-            "the worker it no longer hears from")
+    return ("every task accepts connections and the ps answers, so a worker that this one "
+            "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
+
+
+def answers(args, server, ps_index, seconds=3.0):
+    """Whether a ps task answers a small request within a few seconds. It is asked from a
+    thread of its own: in TF 1.x, a session whose ps is frozen can block even as it closes."""
+    answered = threading.Event()
+
+    def ask():
+        with tf.Graph().as_default():
+            size = status_queues(args.cluster)[ps_index].size()
+            with tf.Session(server.target, config=session_config(args)) as sess:
+                sess.run(size, options=tf.RunOptions(timeout_in_ms=int(seconds * 1000)))
+                answered.set()
+
+    threading.Thread(target=ask, daemon=True).start()
+    return answered.wait(seconds + 1.0)
 
 
 def unreachable(cluster, job_name):
@@ -868,7 +891,7 @@ def main(argv=None):
         return train(args, server, watchdog)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError) as error:
-        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached),
+        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error.message.splitlines()[0]), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     finally:

@@ -86,7 +86,7 @@ def build_graph(args):
 
 def train(args, server, watchdog):
     graph = build_graph(args)
-    synchronous = SynchronousTrainingHook(args, server, graph)
+    synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
     with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
         while loop.running():
             # One synchronous step: send gᵢ, then wait for a token. The token holds the
@@ -139,22 +139,25 @@ def check_replicas_flag(parser, args):
 #
 # A worker that dies mid-run is another matter: with N = M, or when it was the chief (whose
 # thread aggregates), no update can complete without it. So every worker watches the ports of
-# its peers and of the ps. When a peer is gone before the last update and fewer than N workers,
-# or no chief, are left, the worker says which task died, tells the ps it is leaving (so that the
-# ps names the dead task alone) and exits 1 within seconds. With enough backup workers left it
-# says so once and goes on. A lost ps ends it within about 1.5 s (the Watchdog, which also
-# stays the last resort, after --timeout, for anything else).
+# its peers. When a peer is gone before the last update and fewer than N workers, or no chief,
+# are left, the worker says which task is gone and waits for it, half of --timeout at most: a
+# cluster manager that restarts it (Kubernetes' OnFailure, RESTART=on-failure bash run.sh) brings
+# it back, a restarted chief joins the live θ and aggregates again, and the synchronous steps go
+# on. If it does not come back in time, the worker tells the ps it is leaving (so that the ps
+# names the dead task alone) and exits with the retryable code. With enough backup workers left
+# it says so once and goes on. A ps that is lost and restarted takes the accumulators with it:
+# the monitored session is re-created, the chief restores θ and this hook starts again.
 class SynchronousTrainingHook(tf.train.SessionRunHook):
     """SyncReplicasOptimizer's start-up on every worker, the chief's aggregation loop and every
     worker's watch over its peers, as described above."""
 
-    def __init__(self, args, server, graph):
-        self.args, self.server = args, server
+    def __init__(self, args, server, graph, watchdog):
+        self.args, self.server, self.watchdog = args, server, watchdog
         self.who = task_name("worker", args.task_index)
         self.is_chief = args.task_index == 0
         optimizer, self.global_step = graph["optimizer"], graph["global_step"]
-        # The chief sets the accumulators' step to global_step (it may have resumed); every
-        # worker starts its own step tag at global_step.
+        # The chief sets the accumulators' step to global_step (it may have resumed or joined);
+        # every worker starts its own step tag at global_step.
         self.init_op = optimizer.chief_init_op if self.is_chief else optimizer.local_step_init_op
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredTrainingSession checks that
         # One aggregation: the mean of N gradients per variable, applied to θ by the wrapped
@@ -162,12 +165,15 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         with tf.control_dependencies(optimizer.get_chief_queue_runner().enqueue_ops):
             self.aggregate = self.global_step.read_value()
         self.stopped = threading.Event()
-        self.threads = []
+        self.session, self.threads = None, []
 
     def after_create_session(self, session, coord):
+        """Each (re-)created session: its start-up op, one aggregation loop on the chief; the
+        watch over the peers is started once and follows the newest session."""
         session.run(self.init_op)
-        loops = [self.watch_peers] + ([self.aggregate_until_the_last_step] if self.is_chief
-                                      else [])
+        self.session = session
+        loops = ([] if self.threads else [self.watch_peers]) + (
+            [self.aggregate_until_the_last_step] if self.is_chief else [])
         for loop in loops:
             self.threads.append(threading.Thread(target=loop, args=(session,), daemon=True))
             self.threads[-1].start()
@@ -186,6 +192,8 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
             global_step = session.run(self.global_step)
             while global_step < self.args.train_steps:
                 global_step = session.run(self.aggregate)
+        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError):
+            return  # the ps was lost: the re-created session starts a new aggregation
         except tf.errors.OpError as error:
             self.fail("the aggregation stopped: %s (%s)"
                       % (why_stuck(self.args), error.message.splitlines()[0]))
@@ -195,7 +203,7 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         backups = workers - self.args.replicas_to_aggregate
         # The chief was up when it let this worker start; other workers count once they have
         # been seen (they may start late). A lost ps is the Watchdog's to report.
-        seen, strikes, noticed = {0}, {}, set()
+        seen, strikes, noticed, missed_since = {0}, {}, set(), None
         interval = 0.0  # the first look at once, then every 0.5 s
         while not self.stopped.wait(interval):
             interval = 0.5
@@ -203,33 +211,43 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
             seen |= set(range(workers)) - down
             strikes = {index: strikes.get(index, 0) + 1 for index in down & seen}
             gone_workers = sorted(index for index, count in strikes.items() if count >= 3)
-            if not gone_workers or set(gone_workers) <= noticed:
+            if missed_since is not None and not (0 in gone_workers or len(gone_workers) > backups):
+                print("[%s] back: the synchronous steps go on" % self.who, flush=True)
+                missed_since, noticed = None, set(gone_workers)
+            if not gone_workers or (set(gone_workers) <= noticed and missed_since is None):
                 continue
             try:
-                global_step = session.run(self.global_step)
+                global_step = self.session.run(self.global_step)
             except tf.errors.OpError:
                 continue  # the ps went away too: the Watchdog says so
             if global_step >= self.args.train_steps:
                 return  # they left after the last update, as they should
             lost = describe(cluster, "worker", gone_workers)
             if 0 in gone_workers:
-                return self.fail("%s is gone before the end of training (global step %d of "
-                                 "%d): it was the chief, which aggregates the gradients, so no "
-                                 "update can complete" % (lost, global_step,
-                                                          self.args.train_steps),
-                                 tell_the_ps=True)
-            if len(gone_workers) > backups:
-                return self.fail("%s is gone before the end of training (global step %d of "
-                                 "%d): every update needs %d workers (--replicas_to_aggregate); "
-                                 "workers left: %d of %d"
-                                 % (lost, global_step, self.args.train_steps,
-                                    self.args.replicas_to_aggregate,
-                                    workers - len(gone_workers), workers), tell_the_ps=True)
-            print("[%s] %s is gone (global step %d); going on with the %d workers left, as "
-                  "every update needs %d (--replicas_to_aggregate)"
-                  % (self.who, lost, global_step, workers - len(gone_workers),
-                     self.args.replicas_to_aggregate), flush=True)
-            noticed = set(gone_workers)
+                why = ("it was the chief, which aggregates the gradients, so no update can "
+                       "complete")
+            elif len(gone_workers) > backups:
+                why = ("every update needs %d workers (--replicas_to_aggregate); workers left: "
+                       "%d of %d" % (self.args.replicas_to_aggregate,
+                                     workers - len(gone_workers), workers))
+            else:
+                print("[%s] %s is gone (global step %d); going on with the %d workers left, as "
+                      "every update needs %d (--replicas_to_aggregate)"
+                      % (self.who, lost, global_step, workers - len(gone_workers),
+                         self.args.replicas_to_aggregate), flush=True)
+                noticed = set(gone_workers)
+                continue
+            message = "%s is gone before the end of training (global step %d of %d): %s" % (
+                lost, global_step, self.args.train_steps, why)
+            if missed_since is None:
+                # From here on this hook decides when the wait ends, so the Watchdog's own
+                # deadline (no progress for --timeout) starts now, after this hook's.
+                missed_since = time.monotonic()
+                self.watchdog.progress()
+                print("[%s] %s; waiting up to %g s (half of --timeout) for it to be started "
+                      "again" % (self.who, message, self.args.timeout / 2), flush=True)
+            elif time.monotonic() - missed_since > self.args.timeout / 2:
+                return self.fail(message, tell_the_ps=True)
 
     def fail(self, message, tell_the_ps=False):
         """End this worker now: its training loop is blocked in a step that cannot complete."""
@@ -476,7 +494,8 @@ class Watchdog:
             silent = time.monotonic() - self.last_progress
             if silent > self.args.timeout and not self.stopped.is_set():
                 print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
-                    self.who, silent, self.args.timeout, why_stuck(self.args, self.reached)),
+                    self.who, silent, self.args.timeout,
+                    why_stuck(self.args, self.reached, self.server)),
                     file=sys.stderr, flush=True)
                 os._exit(RETRYABLE_EXIT_CODE)
 
@@ -497,19 +516,41 @@ def heartbeat_interval(args):
     return min(max(args.timeout / 5.0, 0.2), 5.0)
 
 
-def why_stuck(args, reached=()):
-    """Which task is silent, and whether it never came up or stopped answering."""
+def why_stuck(args, reached=None, server=None):
+    """Which task is silent, and whether it never came up or stopped answering (reached: the ps
+    tasks known to have been up; None: assume they were)."""
     down = unreachable(args.cluster, "ps")
     if down:
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
-                       "stopped answering (its port is closed)" if index in reached
-                       else "never came up (nothing listens on its port)") for index in down)
+                       "stopped answering (its port takes no connection)"
+                       if reached is None or index in reached else "never came up (nothing listens on its port)") for index in down)
+    frozen = [index for index in range(len(args.cluster["ps"]))
+              if server is not None and not answers(args, server, index)]
+    if frozen:
+        return ("lost the parameter server: %s accepts connections but does not answer (frozen "
+                "or cut off)" % describe(args.cluster, "ps", frozen))
     silent = unreachable(args.cluster, "worker")
     if silent:
         return "not answering: %s" % describe(args.cluster, "worker", silent)
-    return ("every task accepts connections, so one is frozen or cut off: the ps's log names "
-            "the worker it no longer hears from")
+    return ("every task accepts connections and the ps answers, so a worker that this one "
+            "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
+
+
+def answers(args, server, ps_index, seconds=3.0):
+    """Whether a ps task answers a small request within a few seconds. It is asked from a
+    thread of its own: in TF 1.x, a session whose ps is frozen can block even as it closes."""
+    answered = threading.Event()
+
+    def ask():
+        with tf.Graph().as_default():
+            size = status_queues(args.cluster)[ps_index].size()
+            with tf.Session(server.target, config=session_config(args)) as sess:
+                sess.run(size, options=tf.RunOptions(timeout_in_ms=int(seconds * 1000)))
+                answered.set()
+
+    threading.Thread(target=ask, daemon=True).start()
+    return answered.wait(seconds + 1.0)
 
 
 def unreachable(cluster, job_name):
@@ -944,7 +985,7 @@ def main(argv=None):
         return train(args, server, watchdog)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError) as error:
-        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached),
+        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error.message.splitlines()[0]), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     finally:

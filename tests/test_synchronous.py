@@ -233,8 +233,8 @@ def kill_mid_run(script, workers, victim, args, started_after_the_kill=()):
 
 
 def test_without_backup_workers_a_dead_worker_ends_everyone_with_its_name():
-    cluster = kill_mid_run(SSGD, 2, "worker1", ["--train_steps", "1000000"])
-    assert cluster.returncodes() == {"ps0": 1, "worker0": 1, "worker1": -signal.SIGKILL}
+    cluster = kill_mid_run(SSGD, 2, "worker1", ["--train_steps", "1000000", "--timeout", "10"])
+    assert cluster.returncodes() == {"ps0": 1, "worker0": 138, "worker1": -signal.SIGKILL}
     port = cluster.worker_hosts[1]
     assert re.search(r"\[worker0\] error: worker1 \(%s\) is gone before the end of training "
                      r".*every update needs 2 workers" % port, output(cluster, "worker0"))
@@ -258,10 +258,10 @@ def test_a_dead_chief_ends_everyone_even_with_backup_workers():
     """worker2 only starts once the chief is dead (as a slow start on a busy machine can): the
     chief let it in, so it too knows whom it misses."""
     cluster = kill_mid_run(RATES, 3, "worker0", ["--replicas_to_aggregate", "2",
-                                                 "--train_steps", "1000000"],
+                                                 "--train_steps", "1000000", "--timeout", "10"],
                            started_after_the_kill=["worker2"])
-    assert cluster.returncodes() == {"ps0": 1, "worker0": -signal.SIGKILL, "worker1": 1,
-                                     "worker2": 1}
+    assert cluster.returncodes() == {"ps0": 1, "worker0": -signal.SIGKILL, "worker1": 138,
+                                     "worker2": 138}
     for name in ("worker1", "worker2"):
         assert "error: worker0 (%s) is gone before the end of training" % (
             cluster.worker_hosts[0]) in output(cluster, name)

@@ -150,7 +150,11 @@ class LocalCluster:
         return self
 
     def start_task(self, task, command, env=None):
-        """Start a task afresh: no output, no restarts yet."""
+        """Start a task afresh: no output, no restarts yet. A task started again after it was
+        killed waits for its old reader first, so that the old process's end is never taken
+        for the new one's."""
+        if task.reader is not None:
+            task.reader.join(10)  # its process has ended: the reader is at the end of its pipe
         task.lines, task.restarts = [], 0
         task.command = list(command)
         task.env = dict(self.env, **self.task_env.get(task.name, {}), **(env or {}))

@@ -1,0 +1,219 @@
+"""Recovery, as a cluster manager sees it: a task killed (or frozen) and started again with the
+same command line, what --log_dir must refuse and what it must survive, and the exit codes an
+engine acts on (0 done, 2 bad input, 1 permanent, 138 "a peer was lost: start me again")."""
+import os
+import re
+import signal
+import sys
+
+import pytest
+
+from helpers import (RUN_TIMEOUT, LocalCluster, assert_no_process_left, example,
+                     last_checkpoint_step, output, run_script, worker_results)
+
+RETRYABLE = 138
+TIMEOUT = "10"  # --timeout of every run here
+ASYNCHRONOUS = ["Hogwild/Hogwild.py", "AGN/AGN.py", "Distributed-Setup/dist_setup_sup.py"]
+
+
+def start(script, args, workers=2):
+    cluster = LocalCluster(example(script), workers=workers, echo=False,
+                           args=["--log_every", "50", "--timeout", TIMEOUT] + list(args))
+    cluster.start()
+    return cluster
+
+
+def kill_and_restart(cluster, name):
+    """SIGKILL one task, then start it again with its own command line (what Kubernetes'
+    restartPolicy OnFailure does). Returns the output it printed before it was killed."""
+    task = cluster.task(name)
+    cluster.kill(name)
+    task.process.wait()
+    before = list(task.lines)
+    cluster.start_task(task, cluster.command(task))
+    return before
+
+
+def global_steps(lines):
+    return [int(step) for step in re.findall(r"\(global (\d+)\)", "\n".join(lines))]
+
+
+def finish(cluster, bound=RUN_TIMEOUT):
+    try:
+        ended = cluster.wait(bound, stop_on_failure=False)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert ended, output(cluster)
+    return cluster
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("script", ASYNCHRONOUS)
+def test_a_restarted_chief_joins_the_live_theta_and_the_run_completes(script):
+    cluster = start(script, ["--train_steps", "2000"])
+    try:
+        assert cluster.wait_for_line("worker1", r"step 200 ", RUN_TIMEOUT), output(cluster)
+        before = kill_and_restart(cluster, "worker0")
+        killed_at = max(global_steps(before) + [0])
+    finally:
+        finish(cluster)
+    assert cluster.returncodes() == {"ps0": 0, "worker0": 0, "worker1": 0}, output(cluster)
+    chief, other = worker_results(cluster)
+    assert "θ is live on the ps at global step" in output(cluster, "worker0"), output(cluster)
+    # Nothing went backwards: the restarted chief started from the live global step, and the
+    # other worker's global step only ever grew.
+    assert chief["first_global_step"] >= killed_at, (chief, killed_at)
+    steps = global_steps(cluster.task("worker1").lines)
+    assert steps == sorted(steps), steps
+    assert min(chief["global_step"], other["global_step"]) >= 2000
+    assert chief["test_accuracy"] >= 0.9, chief
+
+
+def test_a_restarted_worker_rejoins_and_every_task_exits_0():
+    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "2000"])
+    try:
+        assert cluster.wait_for_line("worker0", r"step 200 ", RUN_TIMEOUT), output(cluster)
+        kill_and_restart(cluster, "worker1")
+    finally:
+        finish(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    assert worker_results(cluster)[1]["first_global_step"] > 0
+
+
+@pytest.mark.tf2
+def test_a_restarted_ps_gets_theta_back_from_the_checkpoint_and_the_workers_carry_on(tmp_path):
+    log_dir = str(tmp_path)
+    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "3000", "--checkpoint_every", "200",
+                                           "--log_dir", log_dir])
+    try:
+        assert cluster.wait_for(lambda: last_checkpoint_step(log_dir) >= 400, RUN_TIMEOUT), \
+            output(cluster)
+        kill_and_restart(cluster, "ps0")
+        checkpoint = last_checkpoint_step(log_dir)
+    finally:
+        finish(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    assert re.search(r"resuming from \S+-%d\b" % checkpoint, output(cluster, "worker0")), \
+        output(cluster)
+    assert min(r["global_step"] for r in worker_results(cluster)) >= 3000
+
+
+def test_a_lost_ps_ends_the_workers_with_the_retryable_code_naming_it():
+    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "100000"])
+    try:
+        assert cluster.wait_for_line("worker0", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        cluster.kill("ps0")
+    finally:
+        finish(cluster, bound=60)
+    for name in ("worker0", "worker1"):
+        assert cluster.task(name).returncode == RETRYABLE, output(cluster)
+        assert re.search(r"lost the parameter server: ps0 \(\S+\) stopped answering",
+                         output(cluster, name)), output(cluster)
+
+
+def test_a_ps_that_never_comes_up_is_named_as_such():
+    cluster = LocalCluster(example("Hogwild/Hogwild.py"), workers=1, echo=False,
+                           args=["--timeout", "3"])
+    cluster.start(["worker0"])
+    finish(cluster, bound=60)
+    assert cluster.task("worker0").returncode == RETRYABLE, output(cluster)
+    assert re.search(r"ps0 \(\S+\) never came up", output(cluster)), output(cluster)
+
+
+def test_a_frozen_worker_is_named_by_the_ps_and_the_run_ends():
+    """SIGSTOP: the process lives and its port accepts connections, but it says nothing."""
+    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "3000"])
+    try:
+        assert cluster.wait_for_line("worker0", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        cluster.kill("worker1", signal.SIGSTOP)
+        ended = cluster.wait_for(lambda: cluster.task("ps0").returncode is not None, 90)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert ended, output(cluster)
+    assert cluster.task("worker0").returncode == 0, output(cluster)
+    assert cluster.task("ps0").returncode == 1, output(cluster)
+    assert re.search(r"worker1 \(\S+\) stopped answering: no heartbeat", output(cluster, "ps0")), \
+        output(cluster)
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file", "unwritable"])
+def test_a_log_dir_that_cannot_hold_checkpoints_is_refused_before_any_server_starts(
+        tmp_path, case):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    log_dir = {"a file": str(a_file), "under a file": str(a_file / "sub"),
+               "unwritable": "/proc/log_dir"}[case]
+    code, text = run_script([sys.executable, example("Hogwild/Hogwild.py"), "--job_name", "worker",
+                             "--task_index", "0", "--log_dir", log_dir])
+    assert code == 2, text
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and "--log_dir" in lines[0] and "error" in lines[0], text
+
+
+def test_a_log_dir_in_use_by_another_run_is_refused(tmp_path):
+    log_dir = str(tmp_path)
+    first = start("Hogwild/Hogwild.py", ["--train_steps", "100000", "--log_dir", log_dir],
+                  workers=1)
+    try:
+        assert first.wait_for_line("worker0", r"step 50 ", RUN_TIMEOUT), output(first)
+        code, text = run_script([sys.executable, example("Hogwild/Hogwild.py"), "--job_name",
+                                 "worker", "--task_index", "0", "--log_dir", log_dir])
+    finally:
+        first.stop()
+    assert code == 2, text
+    assert re.search(r"--log_dir \S+ is in use by another run \(pid %d "
+                     % first.task("worker0").process.pid, text), text
+
+
+def run_to_the_end(script, log_dir, train_steps):
+    cluster = start(script, ["--train_steps", str(train_steps), "--checkpoint_every", "100",
+                             "--log_dir", log_dir], workers=1)
+    finish(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    return cluster
+
+
+@pytest.mark.tf2
+def test_a_damaged_latest_checkpoint_is_skipped_for_the_newest_intact_one(tmp_path):
+    log_dir = str(tmp_path)
+    run_to_the_end("Distributed-Setup/dist_setup.py", log_dir, 300)
+    latest = last_checkpoint_step(log_dir)
+    data = [name for name in os.listdir(log_dir)
+            if name.startswith("model.ckpt-%d.data" % latest)]
+    assert latest == 300 and data, os.listdir(log_dir)
+    with open(os.path.join(log_dir, data[0]), "r+b") as damaged:
+        damaged.truncate(100)
+    resumed = run_to_the_end("Distributed-Setup/dist_setup.py", log_dir, 500)
+    chief = output(resumed, "worker0")
+    assert re.search(r"checkpoint \S+-300 is damaged", chief), chief
+    assert re.search(r"resuming from \S+-200\b", chief), chief
+    assert worker_results(resumed)[0]["first_global_step"] == 200
+
+
+def test_a_run_that_is_already_complete_says_so(tmp_path):
+    log_dir = str(tmp_path)
+    run_to_the_end("Distributed-Setup/dist_setup.py", log_dir, 200)
+    again = run_to_the_end("Distributed-Setup/dist_setup.py", log_dir, 200)
+    assert "this run is already complete: global step 200 >= --train_steps 200" in output(
+        again, "worker0"), output(again)
+    assert worker_results(again)[0]["local_steps"] == 0
+
+
+@pytest.mark.parametrize("victim", ["worker0", "worker1"])
+def test_a_restarted_worker_rejoins_the_synchronous_steps(victim):
+    """With N = M no update completes without the victim: the others wait for it (half of
+    --timeout at most; a quick restart may come back before they notice), the restarted chief
+    joins θ and aggregates again, and training completes."""
+    cluster = start("Synchronous-SGD/ssgd.py", ["--train_steps", "600"])
+    try:
+        assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        before = kill_and_restart(cluster, victim)
+        killed_at = max(global_steps(before) + [0])
+    finally:
+        finish(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    restarted = cluster.task(victim).result()
+    assert restarted["first_global_step"] >= killed_at
+    assert all(r["global_step"] == 600 for r in worker_results(cluster))
