@@ -531,13 +531,16 @@ class Watchdog:
         with tf.Graph().as_default():
             beats = [queue.enqueue((self.args.task_index, b"alive"))
                      for queue in status_queues(self.args.cluster)]
-            with tf.Session(self.server.target, config=session_config(self.args)) as sess:
-                while not self.stopped.wait(heartbeat_interval(self.args)):
-                    try:
-                        if not unreachable(self.args.cluster, "ps"):
-                            sess.run(beats)
-                    except tf.errors.OpError:
-                        pass  # the ps is away: the watch above decides what that means
+            sess = None
+            while not self.stopped.wait(heartbeat_interval(self.args)):
+                try:
+                    if not unreachable(self.args.cluster, "ps"):
+                        sess = sess or tf.Session(self.server.target,
+                                                  config=session_config(self.args))
+                        sess.run(beats)
+                except tf.errors.OpError:
+                    sess = None  # a restarted ps knows no old session: the next beat opens one
+                    # (the old one is left open: closing a session whose ps is gone can block)
 
 
 def heartbeat_interval(args):
@@ -1011,8 +1014,12 @@ def main(argv=None):
     try:
         tell_parameter_servers(args, server, b"started")
         return train(args, server, watchdog)
-    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
-            tf.errors.AbortedError) as error:
+    except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
+        print("[%s] error: a ps was restarted under this worker's session, which cannot be "
+              "re-created here; start this worker again (%s)"
+              % (who, error.message.splitlines()[0]), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error.message.splitlines()[0]), file=sys.stderr)
         return RETRYABLE_EXIT_CODE

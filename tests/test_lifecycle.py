@@ -82,10 +82,16 @@ def test_a_restarted_worker_rejoins_and_every_task_exits_0():
 
 
 @pytest.mark.tf2
-def test_a_restarted_ps_gets_theta_back_from_the_checkpoint_and_the_workers_carry_on(tmp_path):
+@pytest.mark.parametrize("script", ["Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"])
+def test_a_restarted_ps_gets_theta_back_from_the_checkpoint_and_the_workers_carry_on(
+        tmp_path, script):
+    """The ps's variables, queues and accumulators are gone: the monitored sessions are
+    re-created, the chief restores θ, every worker says "started" to the new ps again (and its
+    heartbeats reach it), and the run completes."""
     log_dir = str(tmp_path)
-    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "3000", "--checkpoint_every", "200",
-                                           "--log_dir", log_dir])
+    train_steps = 3000 if script.startswith("Hogwild") else 1200
+    cluster = start(script, ["--train_steps", str(train_steps), "--checkpoint_every", "200",
+                             "--log_dir", log_dir])
     try:
         assert cluster.wait_for(lambda: last_checkpoint_step(log_dir) >= 400, RUN_TIMEOUT), \
             output(cluster)
@@ -96,7 +102,7 @@ def test_a_restarted_ps_gets_theta_back_from_the_checkpoint_and_the_workers_carr
     assert set(cluster.returncodes().values()) == {0}, output(cluster)
     assert re.search(r"resuming from \S+-%d\b" % checkpoint, output(cluster, "worker0")), \
         output(cluster)
-    assert min(r["global_step"] for r in worker_results(cluster)) >= 3000
+    assert min(r["global_step"] for r in worker_results(cluster)) >= train_steps
 
 
 def test_a_lost_ps_ends_the_workers_with_the_retryable_code_naming_it():
