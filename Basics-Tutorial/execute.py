@@ -8,7 +8,9 @@ time limit per cell; the kernel is shut down at the end, which also ends the Ten
 the notebook started. The three notebooks that run alone pick free ports, so they run at the
 same time. So do the three of Multiple-Workers/, as three people side by side would; they take
 their ports from Multiple-Workers/cluster.json, or from the file that the TUTORIAL_CLUSTER
-environment variable names. tests/test_notebooks.py runs the same function on in-memory copies.
+environment variable names. The training loop runs alone too, but last, by itself: it trains a
+model for a few seconds, best with the machine's cores to itself. tests/test_notebooks.py runs
+the same function on in-memory copies.
 """
 import argparse
 import asyncio
@@ -18,11 +20,14 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The reading order of README.md: three notebooks that run alone, then three that run together.
+# The reading order of README.md: three notebooks that run alone, three that run together (the
+# workers named as the scripts name their tasks: worker0 is task 0, the chief), then the training
+# loop, alone.
 ALONE = ["Servers.ipynb", "Parameter-Server.ipynb", "Local-then-Global-Variables.ipynb"]
 SIDE_BY_SIDE = ["Multiple-Workers/Parameter-Server.ipynb",
-                "Multiple-Workers/Local-then-Global-Variables-Worker1.ipynb",
-                "Multiple-Workers/Local-then-Global-Variables-Worker2.ipynb"]
+                "Multiple-Workers/Local-then-Global-Variables-worker0.ipynb",
+                "Multiple-Workers/Local-then-Global-Variables-worker1.ipynb"]
+TRAINING = ["Training-Loop.ipynb"]
 # Seconds a cell may run: more than timeout_seconds in cluster.json (300), so that a notebook that
 # waits in vain for another one fails with its own message first.
 CELL_TIMEOUT = 360
@@ -88,7 +93,7 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true",
                         help="run the notebooks but leave the files as they are")
     args = parser.parse_args(argv)
-    for paths in (ALONE, SIDE_BY_SIDE):
+    for paths in (ALONE, SIDE_BY_SIDE, TRAINING):
         for path, notebook in zip(paths, execute(paths)):
             if not args.check:
                 nbformat.write(notebook, os.path.join(HERE, path))

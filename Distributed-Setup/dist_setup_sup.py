@@ -76,31 +76,35 @@ def build_graph(args):
 def train(args, server, watchdog):
     """The same training with the older tf.train.Supervisor, which has no hooks: this loop
     saves a checkpoint every --checkpoint_every global steps and writes summaries when it logs.
-    A restarted chief never re-initializes a live θ: it joins it as a non-chief would."""
+    A restarted chief never re-initializes a live θ: it joins it as a non-chief would (so it
+    saves with its own Saver and FileWriter: a non-chief Supervisor has neither)."""
     graph = build_graph(args)
-    summaries = tf.summary.merge_all()
+    summaries, saver = tf.summary.merge_all(), tf.train.Saver()
     close_ready_queue = ready_queue().close()
     initializes = is_chief(args) and not theta_on_the_ps(args, server)
-    supervisor = tf.train.Supervisor(is_chief=initializes, logdir=args.log_dir,
+    saves = is_chief(args) and args.log_dir
+    writer = tf.summary.FileWriter(args.log_dir) if saves else None
+    supervisor = tf.train.Supervisor(is_chief=initializes, logdir=args.log_dir, saver=saver,
                                      global_step=graph["global_step"], summary_op=None,
                                      save_model_secs=0, save_summaries_secs=0)
+    checkpoint = os.path.join(args.log_dir or "", "model.ckpt")
     if not is_chief(args):
         wait_until_chief_is_ready(args, server)
     with supervisor.managed_session(server.target, config=session_config(args)) as sess:
         if initializes:
             sess.run(close_ready_queue)
         loop = TrainingLoop(args, sess, graph, watchdog)
-        saves = is_chief(args) and args.log_dir
         while loop.running() and not supervisor.should_stop():
             global_step, loss = sess.run([graph["train_op"], graph["loss"]])
             loop.step(loss, global_step)
             if saves and global_step % args.checkpoint_every == 0:
-                supervisor.saver.save(sess, supervisor.save_path, global_step=global_step)
+                saver.save(sess, checkpoint, global_step=global_step)
             if saves and loop.local_steps % args.log_every == 0:
-                supervisor.summary_computed(sess, sess.run(summaries), global_step=global_step)
+                writer.add_summary(sess.run(summaries), global_step=global_step)
         loop.finish()
         if saves:
-            supervisor.saver.save(sess, supervisor.save_path, global_step=loop.global_step)
+            saver.save(sess, checkpoint, global_step=loop.global_step)
+            writer.close()
     tell_parameter_servers(args, server, b"done")
     return loop.report()
 
