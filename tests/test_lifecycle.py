@@ -13,7 +13,6 @@ from helpers import (RUN_TIMEOUT, LocalCluster, assert_no_process_left, example,
 
 RETRYABLE = 138
 TIMEOUT = "10"  # --timeout of every run here
-ASYNCHRONOUS = ["Hogwild/Hogwild.py", "AGN/AGN.py", "Distributed-Setup/dist_setup_sup.py"]
 
 
 def start(script, args, workers=2):
@@ -49,9 +48,11 @@ def finish(cluster, bound=RUN_TIMEOUT):
 
 
 @pytest.mark.tf2
-@pytest.mark.parametrize("script", ASYNCHRONOUS)
-def test_a_restarted_chief_joins_the_live_theta_and_the_run_completes(script):
-    cluster = start(script, ["--train_steps", "2000"])
+def test_a_restarted_chief_joins_the_live_theta_and_the_run_completes():
+    """AGN: θᵢ and θᵢ at pull are local variables, re-made by the restarted chief's
+    local_init_op; θ on the ps is joined, not re-initialized (the restart columns of
+    test_reliability.py do the same for other kinds of lesson)."""
+    cluster = start("AGN/AGN.py", ["--train_steps", "2000"])
     try:
         assert cluster.wait_for_line("worker1", r"step 200 ", RUN_TIMEOUT), output(cluster)
         before = kill_and_restart(cluster, "worker0")
@@ -68,54 +69,6 @@ def test_a_restarted_chief_joins_the_live_theta_and_the_run_completes(script):
     assert steps == sorted(steps), steps
     assert min(chief["global_step"], other["global_step"]) >= 2000
     assert chief["test_accuracy"] >= 0.9, chief
-
-
-def test_a_restarted_worker_rejoins_and_every_task_exits_0():
-    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "2000"])
-    try:
-        assert cluster.wait_for_line("worker0", r"step 200 ", RUN_TIMEOUT), output(cluster)
-        kill_and_restart(cluster, "worker1")
-    finally:
-        finish(cluster)
-    assert set(cluster.returncodes().values()) == {0}, output(cluster)
-    assert worker_results(cluster)[1]["first_global_step"] > 0
-
-
-@pytest.mark.tf2
-@pytest.mark.parametrize("script", ["Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"])
-def test_a_restarted_ps_gets_theta_back_from_the_checkpoint_and_the_workers_carry_on(
-        tmp_path, script):
-    """The ps's variables, queues and accumulators are gone: the monitored sessions are
-    re-created, the chief restores θ, every worker says "started" to the new ps again (and its
-    heartbeats reach it), and the run completes."""
-    log_dir = str(tmp_path)
-    train_steps = 3000 if script.startswith("Hogwild") else 1200
-    cluster = start(script, ["--train_steps", str(train_steps), "--checkpoint_every", "200",
-                             "--log_dir", log_dir])
-    try:
-        assert cluster.wait_for(lambda: last_checkpoint_step(log_dir) >= 400, RUN_TIMEOUT), \
-            output(cluster)
-        kill_and_restart(cluster, "ps0")
-        checkpoint = last_checkpoint_step(log_dir)
-    finally:
-        finish(cluster)
-    assert set(cluster.returncodes().values()) == {0}, output(cluster)
-    assert re.search(r"resuming from \S+-%d\b" % checkpoint, output(cluster, "worker0")), \
-        output(cluster)
-    assert min(r["global_step"] for r in worker_results(cluster)) >= train_steps
-
-
-def test_a_lost_ps_ends_the_workers_with_the_retryable_code_naming_it():
-    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "100000"])
-    try:
-        assert cluster.wait_for_line("worker0", r"step 100 ", RUN_TIMEOUT), output(cluster)
-        cluster.kill("ps0")
-    finally:
-        finish(cluster, bound=60)
-    for name in ("worker0", "worker1"):
-        assert cluster.task(name).returncode == RETRYABLE, output(cluster)
-        assert re.search(r"lost the parameter server: ps0 \(\S+\) stopped answering",
-                         output(cluster, name)), output(cluster)
 
 
 def test_a_ps_that_never_comes_up_is_named_as_such():
@@ -205,21 +158,3 @@ def test_a_run_that_is_already_complete_says_so(tmp_path):
     assert "this run is already complete: global step 200 >= --train_steps 200" in output(
         again, "worker0"), output(again)
     assert worker_results(again)[0]["local_steps"] == 0
-
-
-@pytest.mark.parametrize("victim", ["worker0", "worker1"])
-def test_a_restarted_worker_rejoins_the_synchronous_steps(victim):
-    """With N = M no update completes without the victim: the others wait for it (half of
-    --timeout at most; a quick restart may come back before they notice), the restarted chief
-    joins θ and aggregates again, and training completes."""
-    cluster = start("Synchronous-SGD/ssgd.py", ["--train_steps", "600"])
-    try:
-        assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
-        before = kill_and_restart(cluster, victim)
-        killed_at = max(global_steps(before) + [0])
-    finally:
-        finish(cluster)
-    assert set(cluster.returncodes().values()) == {0}, output(cluster)
-    restarted = cluster.task(victim).result()
-    assert restarted["first_global_step"] >= killed_at
-    assert all(r["global_step"] == 600 for r in worker_results(cluster))

@@ -116,3 +116,62 @@ def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
     assert chief["first_global_step"] >= last >= 100, chief
     assert chief["global_step"] >= last + 300
     OUTCOMES[("all killed, restarted with --log_dir", script)] = "resumed"
+
+
+# The restart columns: every role killed and started again with its own command line, in turn,
+# in one run (what Kubernetes' restartPolicy OnFailure does), with --log_dir so that the ps has a
+# checkpoint to come back from. The lifecycle is the appendix's, the same in every script, so
+# one example of each kind of lesson runs here: θ alone on the ps (Hogwild), local optimizer
+# slots (DOWNPOUR), a staleness counter under a lock (DynSGD), the synchronous family (SAGN,
+# Synchronous-SGD) and tf.train.Supervisor (no restarted ps there: a Supervisor cannot re-create
+# its session, so its workers exit 138 to be started again). --train_steps leaves room for three
+# restarts of a few seconds each.
+RESTARTED = {"Hogwild/Hogwild.py": 8000, "DOWNPOUR/DOWNPOUR.py": 8000, "DynSGD/DynSGD.py": 4000,
+             "SAGN/SAGN.py": 500, "Synchronous-SGD/ssgd.py": 1500,
+             "Distributed-Setup/dist_setup_sup.py": 8000}
+
+
+@pytest.mark.parametrize("script", [pytest.param(path, marks=pytest.mark.tf2)
+                                    if path in TF2_SUBSET else path for path in sorted(RESTARTED)])
+def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
+    victims = ["worker1", "worker0"] + ([] if "sup" in script else ["ps0"])
+    cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False, args=[
+        "--train_steps", str(RESTARTED[script]), "--log_every", "50", "--timeout", TIMEOUT,
+        "--checkpoint_every", "100", "--log_dir", str(tmp_path)])
+    steps_at_kill = {}
+    try:
+        cluster.start()
+        watch = "worker0"
+        for victim in victims:
+            assert cluster.wait_for_line(watch, r"step 100 ", BOUND), output(cluster)
+            if victim == "ps0":
+                assert cluster.wait_for(lambda: last_checkpoint_step(str(tmp_path)) > 0, BOUND)
+            steps_at_kill[victim] = last_global_step(cluster)
+            task = cluster.task(victim)
+            cluster.kill(victim)
+            task.process.wait()
+            cluster.start_task(task, cluster.command(task))
+            watch = victim if victim != "ps0" else "worker0"
+        ended = cluster.wait(BOUND, stop_on_failure=False)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    codes = cluster.returncodes()
+    for victim in victims:
+        OUTCOMES[("%s restarted" % victim, script)] = "rejoined" if ended and set(
+            codes.values()) == {0} else "hung" if not ended else "failed"
+    assert ended and set(codes.values()) == {0}, (codes, output(cluster))
+    results = worker_results(cluster)
+    assert min(r["global_step"] for r in results) >= RESTARTED[script]
+    # Nothing went backwards beyond the checkpoint a restarted ps comes back from: the chief
+    # joined the live θ after its own restart, and restored the newest checkpoint after the ps's.
+    assert results[0]["first_global_step"] >= min(steps_at_kill.values()) - 100
+    assert "θ is live on the ps" in output(cluster, "worker0"), output(cluster)
+    if "ps0" in victims:
+        assert re.search(r"resuming from \S+-[1-9]\d*\b", output(cluster, "worker0")), \
+            output(cluster)
+
+
+def last_global_step(cluster):
+    steps = [int(s) for s in re.findall(r"\(global (\d+)\)", output(cluster))]
+    return max(steps + [0])
