@@ -88,11 +88,25 @@ def main(argv=None):
 # tools/shared_helpers.py keeps them so, and Distributed-Setup/README.md explains them.
 # =============================================================================================
 class OneLineErrorParser(argparse.ArgumentParser):
-    """Bad input ends with one line that names the problem, and exit code 2."""
+    """Bad input ends with one line that names the problem, and exit code 2; --help shows
+    every default."""
+
+    def __init__(self, **options):
+        super().__init__(formatter_class=DefaultsInHelp, **options)
 
     def error(self, message):
         printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
+
+
+class DefaultsInHelp(argparse.HelpFormatter):
+    """Each flag's help ends with its default, where it has one."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or (
+                action.default == argparse.SUPPRESS):
+            return action.help
+        return "%s (default: %s)" % (action.help, action.default)
 
 
 def add_training_flags(parser, train_steps, learning_rate, batch_size=32):

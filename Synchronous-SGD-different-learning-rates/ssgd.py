@@ -301,18 +301,31 @@ RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """Bad input ends with one line that names the problem, and exit code 2."""
+    """Bad input ends with one line that names the problem, and exit code 2; --help shows
+    every default."""
+
+    def __init__(self, **options):
+        super().__init__(formatter_class=DefaultsInHelp, **options)
 
     def error(self, message):
         printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
 
 
+class DefaultsInHelp(argparse.HelpFormatter):
+    """Each flag's help ends with its default, where it has one."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or (
+                action.default == argparse.SUPPRESS):
+            return action.help
+        return "%s (default: %s)" % (action.help, action.default)
+
+
 def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
     """The command line of every example: the cluster, then training, with these defaults; the
     algorithm adds its own flags."""
-    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
     add_cluster_flags(parser)
     add_training_flags(parser, train_steps, learning_rate, batch_size)
     return parser

@@ -1,6 +1,7 @@
 """Every example script stands alone, and the helpers they repeat stay identical."""
 import ast
 import os
+import re
 import shutil
 import sys
 
@@ -72,3 +73,18 @@ def test_a_script_copied_alone_still_runs(tmp_path):
     copy = shutil.copy(os.path.join(ROOT, "Distributed-Setup", "dist_setup.py"), str(tmp_path))
     code, text = run_script([sys.executable, copy, "--help"], cwd=str(tmp_path))
     assert code == 0 and "--worker_hosts" in text, text
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: os.path.relpath(path, ROOT))
+def test_help_shows_every_default(path):
+    """--help is where people look: each flag that has a default says what it is."""
+    code, text = run_script([sys.executable, path, "--help"])
+    assert code == 0, text
+    for flag, default in [("--train_steps", None), ("--batch_size", "32"),
+                          ("--learning_rate", None), ("--log_every", "250"),
+                          ("--step_delay", "0.0")] + (
+                             [("--timeout", "60.0")] if "--job_name" in text else []):
+        found = re.search(r"\n  %s [A-Z_]+(.*?)(?=\n  -|\Z)" % flag, text, re.S)
+        assert found, (flag, text)
+        assert re.search(r"\(default: %s\)" % (default or r"[\d.]+"), " ".join(
+            found.group(1).split())), (flag, found.group(1))
