@@ -16,7 +16,8 @@ import sys
 import pytest
 import yaml
 
-from engines_helpers import CHIEF_REFUSAL, ENGINES, patched_example, resolution_names
+from engines_helpers import (CHIEF_REFUSAL, ENGINES, READS_SLURM, patched_example,
+                             resolution_names)
 from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports, output,
                      results_in, run_script, worker_results)
 
@@ -374,6 +375,19 @@ def test_the_pasted_resolution_is_the_whole_change(pasted):
     names = resolution_names()
     assert {name for name in changed if changed[name] != original.get(name)} <= set(names)
     assert set(changed) - set(original) <= set(names)
+
+
+def test_the_appendix_holds_the_same_resolution_as_cluster_engines():
+    """Once pasted, the template's functions and Cluster-Engines/cluster_from_flags.py (which
+    slurm_task.py and these tests load) stay the same, line for line."""
+    import shared_helpers
+    template = open(example("Distributed-Setup/dist_setup.py")).read()
+    if READS_SLURM not in template:
+        pytest.skip("the template still has the old cluster_from_flags: %s" % PASTE)
+    ours = shared_helpers.definitions(open(os.path.join(ENGINES, "cluster_from_flags.py")).read())
+    theirs = shared_helpers.definitions(template)
+    assert {name: theirs.get(name) for name in resolution_names()} == {
+        name: ours[name] for name in resolution_names()}
 
 
 def test_the_pasted_resolution_gives_every_bad_input_answer_of_today(pasted, capsys,

@@ -29,10 +29,10 @@ class Refused(Exception):
 
 
 class Parser:
-    """What cluster_from_slurm needs of the examples' parser: error() ends with one line."""
+    """What cluster_from_slurm needs of the examples' parser, whose error() prints one line
+    (escaping what is not printable) and exits 2."""
 
     def error(self, message):
-        assert "\n" not in message, message
         raise Refused(message)
 
 
@@ -153,8 +153,8 @@ def test_bad_input_fails_the_job_without_a_requeue(slurm, tmp_path):
 
 # The Slurm part of cluster_from_flags, on its own ---------------------------------------------
 
-HOSTLISTS = ["node01", "node[01-03,7]", "gpu[08-11],cpu[1-2]", "a[1-2]b[08-09]", "x[9-10]", "n[001-002,10]",
-             "rack1-n[1,3-4],login"]
+HOSTLISTS = ["node01", "node[01-03,7]", "gpu[08-11],cpu[1-2]", "a[1-2]b[08-09]", "x[9-10]",
+             "n[001-002,10]", "rack1-n[1,3-4],login"]
 
 
 def test_hostlist_expansion_is_scontrols(slurm):
@@ -200,7 +200,7 @@ def test_a_two_node_step_is_laid_out_by_blocks_with_ports_from_the_job_id():
 def test_a_step_that_cannot_be_laid_out_is_refused_in_one_line(environ, expected):
     with pytest.raises(Refused) as refusal:
         step(1, "node01", 1, **environ)
-    assert expected in str(refusal.value)
+    assert expected in str(refusal.value) and "\n" not in str(refusal.value)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -209,7 +209,7 @@ def test_a_step_that_cannot_be_laid_out_is_refused_in_one_line(environ, expected
      "SLURM_LOCALID", "SLURM_PS_TASKS", "SLURM_JOB_ID"]),
     st.one_of(st.sampled_from(["0", "1", "-1", "2(x2)", "n[1-2]", "n1", "n[01-", "x", ""]),
               st.text(max_size=8)), max_size=7))
-def test_any_slurm_environment_is_read_or_refused_in_one_line(environ):
+def test_any_slurm_environment_is_read_or_refused(environ):
     environ = dict({"SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}, **environ)
     try:
         ps_hosts, worker_hosts, job_name, task_index = FUNCTIONS["cluster_from_slurm"](

@@ -56,7 +56,7 @@ with tf.Session(server.target) as sess:
             except tf.errors.FailedPreconditionError:
                 time.sleep(0.01)
     for _ in range(updates):
-        sess.run(step.op)
+        sess.run(step)
     sess.run(finished)
     if index == 0:
         while sess.run(done) < len(workers.split(",")):
@@ -77,13 +77,15 @@ def lost_updates(workers, updates, size, locking):
                               start_new_session=True)
     try:
         tasks = [subprocess.Popen([sys.executable, "-c", TASK, "worker", str(i), ps] + common,
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   start_new_session=True) for i in range(workers)]
         outputs = [task.communicate(timeout=600)[0].decode() for task in tasks]
     finally:
         server.kill()
         server.wait()
-    mean_moved = float(outputs[0].split()[1])
+    moved = [line.split() for line in outputs[0].splitlines() if line.startswith("MOVED ")]
+    assert moved, "the chief printed no MOVED line:\n" + outputs[0]
+    mean_moved = float(moved[0][1])
     return 1.0 - mean_moved / (workers * updates)
 
 
@@ -112,18 +114,21 @@ def main(argv=None):
     parser.add_argument("--train_steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args(argv)
+    lost, runs = {False: [], True: []}, {False: [], True: []}
+    for _ in range(options.repeats):  # interleaved, so that a busy minute hurts both alike
+        for locking in (False, True):
+            lost[locking].append(lost_updates(options.workers, options.updates, options.size,
+                                              locking))
+            runs[locking].append(training(options.workers, locking, options.train_steps))
     print("| use_locking | updates lost (median, min–max of %d) | steps/s together | test "
           "accuracy |" % options.repeats)
     print("|---|---|---|---|")
     for locking in (False, True):
-        lost = [lost_updates(options.workers, options.updates, options.size, locking)
-                for _ in range(options.repeats)]
-        runs = [training(options.workers, locking, options.train_steps)
-                for _ in range(options.repeats)]
+        speeds = [speed for speed, _ in runs[locking]]
         print("| %s | %.2f %% (%.2f–%.2f %%) | %.0f (%.0f–%.0f) | %.4f |" % (
-            locking, 100 * statistics.median(lost), 100 * min(lost), 100 * max(lost),
-            statistics.median(r[0] for r in runs), min(r[0] for r in runs),
-            max(r[0] for r in runs), statistics.median(r[1] for r in runs)), flush=True)
+            locking, 100 * statistics.median(lost[locking]), 100 * min(lost[locking]),
+            100 * max(lost[locking]), statistics.median(speeds), min(speeds), max(speeds),
+            statistics.median(accuracy for _, accuracy in runs[locking])))
     return 0
 
 
