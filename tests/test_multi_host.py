@@ -51,6 +51,9 @@ class Network:
     def cut(self, host):
         ip("-n", self.switch, "link", "set", self.links[host], "down")
 
+    def restore(self, host):
+        ip("-n", self.switch, "link", "set", self.links[host], "up")
+
     def delete(self):
         for namespace in list(self.namespaces.values()) + [self.switch]:
             subprocess.run(["ip", "netns", "del", namespace], stdout=subprocess.PIPE,
@@ -113,3 +116,25 @@ def test_cutting_a_workers_link_ends_everything_in_bounded_time(network):
     assert "lost the parameter server: ps0 (%s:2222) stopped answering" % (
         network.addresses["ps0"]) in output(cluster, "worker1")
     assert "worker1" in output(cluster, "ps0") and cluster.task("ps0").returncode == 1
+
+
+def test_a_link_flap_shorter_than_the_timeout_is_ridden_out(network):
+    """The ps's link goes down for 3 s and comes back. Liveness is judged by progress over
+    --timeout (10 s), not by one failed look at a port: nobody gives up, training completes."""
+    script = "Hogwild/Hogwild.py" if "Hogwild/Hogwild.py" in EXAMPLES else EXAMPLES[0]
+    cluster = start(network, script, ["--train_steps", "4000", "--log_every", "100",
+                                      "--timeout", "10"])
+    try:
+        assert cluster.wait_for_line("worker1", r"step 100 ", 180), output(cluster)
+        network.cut("ps0")
+        cut_at = len(cluster.task("worker0").lines)
+        # 3 s without the ps, measured by what the workers no longer print.
+        assert not cluster.wait_for(lambda: cluster.failed(), 3), output(cluster)
+        network.restore("ps0")
+        assert cluster.wait(120, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    assert len(cluster.task("worker0").lines) > cut_at, "worker0 trained on after the flap"
+    assert all(r["global_step"] >= 4000 for r in worker_results(cluster))

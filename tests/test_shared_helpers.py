@@ -26,6 +26,10 @@ def test_the_shared_helpers_are_identical_in_every_script():
     assert shared_helpers.differences() == []
 
 
+def test_lesson_code_that_examples_share_stays_the_same_in_each():
+    assert shared_helpers.twin_differences() == []
+
+
 def test_every_helper_of_the_appendix_is_used_by_some_example():
     assert shared_helpers.unused_appendix_helpers() == []
 

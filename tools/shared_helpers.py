@@ -6,7 +6,9 @@ and the model are repeated in every script on purpose, in an appendix below the 
 Synchronous-SGD/ssgd.py the reference block of the synchronous family. This tool lists where
 another script differs (what tests/test_shared_helpers.py asserts), and with --write copies the
 references over them. The one-process baseline has no cluster: each helper it shares with the
-appendix must match the template's, definition by definition.
+appendix must match the template's, definition by definition. Lesson code that twin
+examples share (TWINS: the windowed loop of AGN and both DOWNPOURs, the elastic exchange) is
+listed too where a copy drifts; those copies are fixed by hand.
 
     python tools/shared_helpers.py            # list differences, exit 1 if there are any
     python tools/shared_helpers.py --write    # make every script match the templates
@@ -14,12 +16,22 @@ appendix must match the template's, definition by definition.
 import ast
 import glob
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATE = os.path.join(ROOT, "Distributed-Setup", "dist_setup.py")
 FAMILY_TEMPLATE = os.path.join(ROOT, "Synchronous-SGD", "ssgd.py")
 RULE = "# " + "=" * 93 + "\n"
+# Lesson code that two or three examples share on purpose, because the algorithms share it: it
+# stays in each lesson (it is what the reader came for), and must stay the same there, up to
+# the tag comments that name each algorithm ("# AGN: ...").
+TWINS = [("elastic_exchange", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
+         ("train", ["AGN/AGN.py", "DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"]),
+         ("train", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
+         ("train", ["Synchronous-SGD/ssgd.py", "Synchronous-SGD-different-learning-rates/ssgd.py"]),
+         ("pull", ["DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"])]
+TAG = re.compile(r"# [A-Za-z][\w-]*: ")
 APPENDIX_BANNER = RULE + "# Appendix: what every example shares"
 FAMILY_BANNER = RULE + "# Appendix, synchronous family:"
 
@@ -93,21 +105,35 @@ def differences():
         lesson, own_family, own_appendix = split(open(path).read())
         if own_appendix:
             if own_appendix != appendix:
-                found.append((path, "the appendix"))
+                found.append((path, "the appendix (from the template's)"))
             if own_family and own_family != family:
-                found.append((path, "the synchronous family's block"))
+                found.append((path, "the synchronous family's block (from %s's)"
+                              % os.path.relpath(FAMILY_TEMPLATE, ROOT)))
             continue
         own = definitions(lesson)
         shared_here = [name for name in own if name in shared]
         if shared_here != [name for name in shared if name in own]:
             found.append((path, "order: %s" % ", ".join(shared_here)))
-        found += [(path, name) for name in shared_here if own[name] != reference[name]]
+        found += [(path, "%s (from the template's)" % name) for name in shared_here
+                  if own[name] != reference[name]]
     return found
 
 
 def names_used(tree):
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     return used | {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+
+
+def twin_differences():
+    """[(script, what)] for every twin of TWINS that differs from the first of its list (tags
+    aside). They are fixed by hand: each copy keeps its own tags."""
+    found = []
+    for name, paths in TWINS:
+        copies = [TAG.sub("# TAG: ", definitions(open(os.path.join(ROOT, path)).read())[name])
+                  for path in paths]
+        found += [(os.path.join(ROOT, path), "%s, the twin of %s's," % (name, paths[0]))
+                  for path, copy in zip(paths[1:], copies[1:]) if copy != copies[0]]
+    return found
 
 
 def unused_definitions(path):
@@ -159,9 +185,9 @@ def write():
 def main():
     if "--write" in sys.argv[1:]:
         write()
-    found = differences()
+    found = differences() + twin_differences()
     for path, what in found:
-        print("%s: %s differs from the template's" % (os.path.relpath(path, ROOT), what))
+        print("%s: %s differs" % (os.path.relpath(path, ROOT), what))
     return 1 if found else 0
 
 
