@@ -265,13 +265,15 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
                          self.args.replicas_to_aggregate), flush=True)
                 noticed = set(gone_workers)
                 continue
-            message = "%s is gone before the end of training (global step %d of %d): %s" % (
-                lost, global_step, self.args.train_steps, why)
             if missed_since is None:
                 # From here on this hook decides when the wait ends, so the Watchdog's own
-                # deadline (no progress for --timeout) starts now, after this hook's.
+                # deadline (no progress for --timeout) starts now, after this hook's. The
+                # message names the peers that started the wait: others that give up waiting
+                # meanwhile are not the cause.
                 missed_since = time.monotonic()
                 self.watchdog.progress()
+                message = "%s is gone before the end of training (global step %d of %d): %s" % (
+                    lost, global_step, self.args.train_steps, why)
                 print("[%s] %s; waiting up to %g s (half of --timeout) for it to be started "
                       "again" % (self.who, message, self.args.timeout / 2), flush=True)
             elif time.monotonic() - missed_since > self.args.timeout / 2:

@@ -37,11 +37,11 @@ def script(request):
     return request.param
 
 
-def kill_during_training(script, victim):
+def kill_during_training(script, victim, timeout=TIMEOUT):
     """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 200th
     step); wait for the rest."""
     return run_and_kill(script, victim, ["--train_steps", "1500", "--log_every", "50",
-                                         "--timeout", TIMEOUT], after=r"step 200 ", bound=BOUND)
+                                         "--timeout", timeout], after=r"step 200 ", bound=BOUND)
 
 
 def classify(cluster, ended, victim):
@@ -77,7 +77,7 @@ def test_a_killed_worker(script, victim):
 def test_the_ps_killed(script):
     """Not started again: after --timeout without progress every worker names the ps and exits
     with the retryable code (a restarted ps is tests/test_lifecycle.py's)."""
-    cluster, ended = kill_during_training(script, "ps0")
+    cluster, ended = kill_during_training(script, "ps0", timeout="5")  # training is under way
     outcome = OUTCOMES[("ps0 killed", script)] = classify(cluster, ended, "ps0")
     assert outcome == "failed cleanly", output(cluster)
     for name in ("worker0", "worker1"):
@@ -121,12 +121,12 @@ def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
 # The restart columns: every role killed and started again with its own command line, in turn,
 # in one run (what Kubernetes' restartPolicy OnFailure does), with --log_dir so that the ps has a
 # checkpoint to come back from. The lifecycle is the appendix's, the same in every script, so
-# one example of each kind of lesson runs here: θ alone on the ps (Hogwild), local optimizer
-# slots (DOWNPOUR), a staleness counter under a lock (DynSGD), the synchronous family (SAGN,
+# one example of each kind of lesson runs here: θ alone on the ps (Hogwild), local variables
+# and a staleness counter under a lock (DynSGD; AGN's restarted chief is test_lifecycle.py's), the synchronous family (SAGN,
 # Synchronous-SGD) and tf.train.Supervisor (no restarted ps there: a Supervisor cannot re-create
 # its session, so its workers exit 138 to be started again). --train_steps leaves room for three
 # restarts of a few seconds each.
-RESTARTED = {"Hogwild/Hogwild.py": 8000, "DOWNPOUR/DOWNPOUR.py": 8000, "DynSGD/DynSGD.py": 4000,
+RESTARTED = {"Hogwild/Hogwild.py": 8000, "DynSGD/DynSGD.py": 4000,
              "SAGN/SAGN.py": 500, "Synchronous-SGD/ssgd.py": 1500,
              "Distributed-Setup/dist_setup_sup.py": 8000}
 
