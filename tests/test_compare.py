@@ -728,3 +728,13 @@ def test_every_chart_axis_shows_one_measure(made_up_plan):
             assert shown == {"test_accuracy", "time_to_target", "wall_seconds"}
         if name == "scaling.png":
             assert shown == {"examples_per_second", "time_to_target"}
+
+
+def test_hogwild_is_compared_with_and_without_the_lock():
+    """The contrast that shows what Hogwild is: the same script, with and without the lock."""
+    settings = {"budget": 1000, "batch_size": 32, "seed": 0, "log_every": 100}
+    free, locked = (plan.make_config(plan.BY_NAME[name], 2, settings)
+                    for name in ("Hogwild", "Hogwild-locked"))
+    assert free["script"] == locked["script"] == "Hogwild/Hogwild.py"
+    assert free["key"] != locked["key"]
+    assert "--use_locking" in locked["args"] and "--use_locking" not in free["args"]

@@ -75,6 +75,9 @@ ALGORITHMS = [
               minibatches=lambda aggregated: aggregated * SAGN_WINDOW, updates=SAGN_WINDOW,
               extra_args=lambda workers: ["--window", str(SAGN_WINDOW)]),
     Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous"),
+    # Hogwild with the lock it does without: the contrast that shows what Hogwild is.
+    Algorithm("Hogwild-locked", "Hogwild/Hogwild.py", "asynchronous",
+              extra_args=lambda workers: ["--use_locking"]),
     Algorithm("DOWNPOUR", "DOWNPOUR/DOWNPOUR.py", "asynchronous"),
     Algorithm("DOWNPOUR-Easy", "DOWNPOUR-Easy/DOWNPOUR.py", "asynchronous"),
     Algorithm("AGN", "AGN/AGN.py", "asynchronous"),
