@@ -456,13 +456,17 @@ class Watchdog:
         self.reached = set()  # ps tasks that accepted a connection at least once
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
-        threading.Thread(target=self._heartbeat, daemon=True).start()
+        self.heartbeat = threading.Thread(target=self._heartbeat, daemon=True)
+        self.heartbeat.start()
 
     def progress(self):
         self.last_progress = time.monotonic()
 
     def stop(self):
+        """No more checks; the heartbeat's session is closed before the process exits (TF 2.x
+        aborts a process that exits while a thread of its still runs a session)."""
         self.stopped.set()
+        self.heartbeat.join(heartbeat_interval(self.args) + 5.0)
 
     def _watch(self):
         while not self.stopped.wait(0.5):
@@ -490,6 +494,8 @@ class Watchdog:
                 except tf.errors.OpError:
                     sess = None  # a restarted ps knows no old session: the next beat opens one
                     # (the old one is left open: closing a session whose ps is gone can block)
+            if sess is not None:
+                sess.close()
 
 
 def heartbeat_interval(args):
