@@ -770,7 +770,8 @@ def newest_intact_checkpoint(args):
                 reader.get_tensor(name)
             print("[worker0] resuming from %s" % path, flush=True)
             return path
-        except (tf.errors.OpError, ValueError, RuntimeError) as error:
+        except (tf.errors.OpError, ValueError, RuntimeError, IndexError) as error:
+            # (TF 2.x raises IndexError for a truncated data file, TF 1.15 DataLossError)
             print("[worker0] checkpoint %s is damaged (%s); trying the one before"
                   % (path, str(error).splitlines()[0][:120]), file=sys.stderr, flush=True)
     print("[worker0] no intact checkpoint in %s: starting from the initial θ" % args.log_dir,
