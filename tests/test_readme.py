@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -47,3 +48,34 @@ def test_the_results_table_is_the_one_the_benchmark_last_recorded():
     assert benchmark.readme_section(open(benchmark.README).read()) == benchmark.render(
         report).strip()
     assert report["summaries"], "the record holds measurements"
+
+
+@pytest.mark.tf2
+def test_every_installed_package_is_pinned_in_the_requirements():
+    """The environment that runs the tests holds only pinned packages (bash setup.sh [--tf2]
+    test installs exactly requirements/tf1.txt or tf2.txt, and test.txt): nothing that a fresh
+    install could resolve to another version."""
+    try:
+        import importlib.metadata as metadata
+    except ImportError:  # Python 3.7: the backport, which TensorFlow 1.15's Markdown needs
+        import importlib_metadata as metadata
+    flavour = "tf1" if sys.version_info[:2] == (3, 7) else "tf2"
+    pinned = {}
+    for name in (flavour, "test"):
+        for line in open(os.path.join(ROOT, "requirements", name + ".txt")):
+            requirement = line.split("#")[0].split(";")[0].strip()
+            if "==" in requirement:
+                package, version = requirement.split("==")
+                pinned.setdefault(normalized(package), set()).add(version)
+    unpinned = []
+    for distribution in metadata.distributions():
+        package = normalized(distribution.metadata["Name"])
+        if package in ("pip", "setuptools", "wheel", "pkg-resources"):
+            continue
+        if distribution.version not in pinned.get(package, ()):
+            unpinned.append("%s==%s" % (distribution.metadata["Name"], distribution.version))
+    assert sorted(unpinned) == []
+
+
+def normalized(package):
+    return re.sub(r"[-_.]+", "-", package).lower()
