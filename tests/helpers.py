@@ -139,10 +139,15 @@ def results_in(text):
 
 
 def run_script(args, timeout=RUN_TIMEOUT, env=None, cwd=None):
-    """Run a command to the end in its own process group; returns (exit code, output)."""
+    """Run a command to the end in its own process group; returns (exit code, output).
+
+    A run.sh it starts uses the interpreter that runs the tests (TensorFlow 1.x or 2.x), not
+    whichever environment the clone has."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    env.setdefault("PYTHON", sys.executable)
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+                               env=env)
     try:
         text, _ = process.communicate(timeout=timeout)
     finally:

@@ -300,10 +300,11 @@ def test_without_the_projects_environment_it_says_how_to_get_one(tmp_path):
     assert "run 'bash setup.sh'" in process.stdout.decode()
 
 
-def test_it_finds_the_projects_environment_from_a_new_shell(tmp_path):
+@pytest.mark.parametrize("environment", [".venv", ".venv-tf2"])  # bash setup.sh [--tf2]
+def test_it_finds_the_projects_environment_from_a_new_shell(tmp_path, environment):
     run_sh = copy_of_the_launcher(tmp_path)
-    os.makedirs(str(tmp_path / ".venv" / "bin"))
-    python = tmp_path / ".venv" / "bin" / "python"
+    os.makedirs(str(tmp_path / environment / "bin"))
+    python = tmp_path / environment / "bin" / "python"
     python.write_text('#!/bin/sh\nexec "%s" "$@"\n' % sys.executable)
     python.chmod(0o755)
     env = {key: value for key, value in os.environ.items()
