@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import sys
+import time
 
 import pytest
 
@@ -95,6 +96,31 @@ def test_a_frozen_worker_is_named_by_the_ps_and_the_run_ends():
     assert cluster.task("ps0").returncode == 1, output(cluster)
     assert re.search(r"worker1 \(\S+\) stopped answering: no heartbeat", output(cluster, "ps0")), \
         output(cluster)
+
+
+def test_a_frozen_ps_is_named_by_every_worker_within_the_timeout():
+    """SIGSTOP the ps: its port still accepts connections, so only progress can tell. Every
+    worker must say that the ps accepts connections but does not answer, and exit with the
+    retryable code within --timeout (and a few seconds to find out why), not wait forever."""
+    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "100000"])
+    try:
+        assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        cluster.kill("ps0", signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        ended = cluster.wait_for(lambda: all(
+            cluster.task(name).returncode is not None for name in ("worker0", "worker1")),
+            float(TIMEOUT) + 30)
+        took = time.monotonic() - frozen_at
+    finally:
+        cluster.kill("ps0", signal.SIGCONT)
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert ended, output(cluster)
+    for name in ("worker0", "worker1"):
+        assert cluster.task(name).returncode == RETRYABLE, output(cluster)
+        assert re.search(r"lost the parameter server: ps0 \(\S+\) accepts connections but does "
+                         r"not answer \(frozen or cut off\)", output(cluster, name)), output(cluster)
+    assert took >= float(TIMEOUT), "a worker gave up before --timeout: %.1f s" % took
 
 
 @pytest.mark.parametrize("case", ["a file", "under a file", "unwritable"])
