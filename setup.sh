@@ -60,11 +60,12 @@ fi
 
 if [ "$mode" = test ]; then
     if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
-        exec "$venv/bin/python" -m pytest tests "$@"
+        exec "$venv/bin/python" -m pytest tests --durations=25 "$@"
     fi
     # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
     # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
-    "$venv/bin/python" -m pytest tests
+    # --durations: the slowest tests, so that every run shows where the suite's time goes.
+    "$venv/bin/python" -m pytest tests --durations=25
     echo "setup: TensorFlow 2.x compatibility run: bash setup.sh --tf2 test -m tf2"
     exec bash "$root/setup.sh" --tf2 test -m tf2
 fi
