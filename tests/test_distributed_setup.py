@@ -164,6 +164,8 @@ def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     assert result["first_global_step"] >= last, "resumed from the last checkpoint"
     assert result["global_step"] == 1500
     assert result["local_steps"] == 1500 - result["first_global_step"]
+    # 1500 is no multiple of --checkpoint_every: the chief saves once more at --train_steps.
+    assert last_checkpoint_step(log_dir) == 1500
     assert {"loss", "test_accuracy"} <= summary_tags(log_dir)
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     load_example, output, results_in, run_cluster, run_script, worker_results)
+                     last_checkpoint_step, load_example, output, results_in, run_cluster,
+                     run_script, start_the_chief_last, worker_results)
 
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
@@ -184,21 +185,37 @@ def test_sagn_keeps_the_local_copy_in_local_variables_on_the_worker():
 # Every process exits 0 with 2, 3 (above) and 4 workers, with backup workers, and from run.sh.
 # (The different-rates script shares every line of the synchronous machinery with SSGD.)
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("script, replicas", [(SSGD, 4), (SAGN, 3)])
-def test_four_workers_finish_and_every_process_exits_0(script, replicas):
-    steps = 60
+def tokens_taken(results, updates, synchronous_steps):
+    """Every update puts one token per worker (M) in the queue, and every synchronous step takes
+    one; a worker that started after the last update (a slow start on a busy machine) takes
+    none, and its token stays in the queue. So the steps of all workers together are exactly
+    M x updates, less one for each worker that made no step at all."""
+    late = sum(steps == 0 for steps in synchronous_steps)
+    assert sum(synchronous_steps) == len(results) * updates - late, (synchronous_steps, results)
+
+
+@pytest.mark.parametrize("script, delay", [(SSGD, 0.4), (SAGN, 0.1)])
+def test_four_workers_with_a_backup_worker_do_not_wait_for_a_straggler(script, delay, tmp_path):
+    """M = 4, N = 3, worker3 sleeping after each local step (0.4 s a synchronous step, for
+    SAGN's T = 4 local steps too). The updates go on at the pace of the three others: the
+    straggler makes far fewer synchronous steps than there are updates (had the ps waited for
+    all M, it would have made exactly one per update, in at least 24 s). Every token is taken,
+    every process exits 0, and the chief's last checkpoint is at --train_steps (60: no multiple
+    of --checkpoint_every)."""
+    steps, log_dir = 60, str(tmp_path / "logs")
     cluster = run_cluster(script, workers=4, args=[
-        "--train_steps", str(steps), "--replicas_to_aggregate", str(replicas)])
+        "--train_steps", str(steps), "--replicas_to_aggregate", "3", "--log_dir", log_dir],
+        task_args={"worker3": ["--step_delay", str(delay)]})
     results = worker_results(cluster)
     assert all(r["global_step"] == steps for r in results), results
-    synchronous_steps = [r["local_steps"] // (4 if script == SAGN else 1) for r in results]
-    if replicas == 4:
-        assert synchronous_steps == [steps] * 4
-    # One token per worker and update, all of them taken: M x updates steps in all, of which
-    # at least N per update counted (the others were stale, or backup steps).
-    assert sum(synchronous_steps) == 4 * steps
-    assert sum(synchronous_steps) >= replicas * steps
+    window = 4 if script == SAGN else 1
+    assert [r["local_steps"] % window for r in results] == [0] * 4, "T local steps per round"
+    synchronous_steps = [r["local_steps"] // window for r in results]
+    assert synchronous_steps[3] < steps / 2, synchronous_steps
+    assert min(synchronous_steps[:3]) > synchronous_steps[3], synchronous_steps
+    tokens_taken(results, steps, synchronous_steps)
     assert ps_says_all_done(cluster, 4)
+    assert last_checkpoint_step(log_dir) == steps
 
 
 def test_run_sh_with_a_backup_worker_from_another_directory():
@@ -209,7 +226,7 @@ def test_run_sh_with_a_backup_worker_from_another_directory():
     results = results_in(text)
     assert sorted(r["task_index"] for r in results) == [0, 1, 2], text
     assert all(r["global_step"] == 200 for r in results)
-    assert sum(r["local_steps"] for r in results) >= 2 * 200
+    tokens_taken(results, 200, [r["local_steps"] for r in results])
     assert "ssgd: 3 worker(s)" in text and "all 3 workers are done" in text
 
 
@@ -243,8 +260,22 @@ def test_without_backup_workers_a_dead_worker_ends_everyone_with_its_name():
 
 @pytest.mark.tf2
 def test_with_a_backup_worker_the_others_finish_without_the_dead_one():
-    cluster = kill_mid_run(SAGN, 3, "worker2", ["--replicas_to_aggregate", "2",
-                                                "--train_steps", "300"])
+    """worker0 and worker1 sleep 0.01 s after each local step: a round needs two commits of T = 4
+    local steps from them, so without worker2 the 300 rounds take them at least 12 s, and
+    worker2 (started with them, before the chief) reaches its step 100 (25 rounds) well before.
+    It is killed there; the others finish the 300 rounds without it."""
+    cluster = LocalCluster(example(SAGN), workers=3, echo=False, args=[
+        "--log_every", "50", "--replicas_to_aggregate", "2", "--train_steps", "300"],
+        task_args={name: ["--step_delay", "0.01"] for name in ("worker0", "worker1")})
+    try:
+        start_the_chief_last(cluster)
+        assert cluster.wait_for_line("worker2", r"step 100 ", 120), output(cluster)
+        assert cluster.task("worker0").result() is None, "the others were still training"
+        cluster.kill("worker2")
+        assert cluster.wait(120, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
     assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": 0,
                                      "worker2": -signal.SIGKILL}
     assert all(cluster.task(name).result()["global_step"] == 300
