@@ -157,6 +157,13 @@ def train(args, server, watchdog):
 RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
 
 
+def uses_parameter_servers():
+    """False in a script whose lesson sets PARAMETER_SERVERS = 0 (the workers exchange among
+    themselves, as in an all-reduce): its cluster has workers only, and the lifecycle that a ps
+    hosts (readiness, the end of the run) is done among the workers, led by worker 0."""
+    return globals().get("PARAMETER_SERVERS", 1) > 0
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Bad input ends with one line that names the problem, and exit code 2; --help shows
     every default."""
@@ -189,8 +196,10 @@ def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
 
 
 def add_cluster_flags(parser):
-    cluster = parser.add_argument_group("cluster (default: one ps on localhost:2222, "
-                                        "workers on localhost:2223,localhost:2224)")
+    cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
+                                        "localhost:2224)" % ("one ps on localhost:2222"
+                                                             if uses_parameter_servers()
+                                                             else "no ps"))
     cluster.add_argument("--job_name", choices=["ps", "worker"],
                          help="this task's job: 'ps' holds the parameters, 'worker' trains")
     cluster.add_argument("--task_index", type=int,
@@ -248,13 +257,13 @@ def check_training_flags(parser, args):
         parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
 
 
-def parse_host_list(parser, flag, text):
+def parse_host_list(parser, flag, text, needed=True):
     hosts = [host.strip() for host in text.split(",")] if text else []
     for host in hosts:
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit() or not 0 < int(port) < 65536:
             parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
-    if not hosts:
+    if not hosts and needed:
         parser.error("%s: at least one host:port is needed" % flag)
     return hosts
 
@@ -274,11 +283,14 @@ def cluster_from_flags(parser, args):
     else:
         def given(value, default):
             return default if value is None else value
-        ps_hosts = given(args.ps_hosts, "localhost:2222")
+        ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
         worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
         job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
-    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
+    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
+    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
+        parser.error("this example has no parameter server (the workers exchange among "
+                     "themselves): start workers only, without ps hosts")
     if job_name not in cluster:
         parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
     if not 0 <= task_index < len(cluster[job_name]):
@@ -323,7 +335,7 @@ def cluster_from_tf_config(parser, text):
         if roles - {"ps", "worker"}:
             parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
                          "chief), got %s" % sorted(roles))
-        ps_hosts, worker_hosts = ",".join(cluster["ps"]), ",".join(cluster["worker"])
+        ps_hosts, worker_hosts = ",".join(cluster.get("ps", [])), ",".join(cluster["worker"])
         task_index = int(task["index"])
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
@@ -452,11 +464,16 @@ def task_name(job_name, task_index):
 
 def session_config(args):
     """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
-    the other workers: a worker only needs the ps tasks and itself."""
-    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
-                          operation_timeout_in_ms=int(args.timeout * 1000),
-                          device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
-                                                                           args.task_index)])
+    the other workers: a worker only needs the ps tasks and itself. Without a ps, worker 0
+    leads the collective ops' groups and holds the end-of-run queues."""
+    config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
+                            operation_timeout_in_ms=int(args.timeout * 1000),
+                            device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
+                                                                             args.task_index)])
+    if not args.cluster["ps"]:
+        config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
+        config.device_filters.append("/job:worker/task:0")
+    return config
 
 
 class Watchdog:
@@ -505,7 +522,7 @@ class Watchdog:
             sess = None
             while not self.stopped.wait(heartbeat_interval(self.args)):
                 try:
-                    if not unreachable(self.args.cluster, "ps"):
+                    if beats and not unreachable(self.args.cluster, "ps"):
                         sess = sess or tf.Session(self.server.target,
                                                   config=session_config(self.args))
                         sess.run(beats)
@@ -537,6 +554,9 @@ def why_stuck(args, reached=None, server=None):
     silent = unreachable(args.cluster, "worker")
     if silent:
         return "not answering: %s" % describe(args.cluster, "worker", silent)
+    if not args.cluster["ps"]:
+        return ("every worker accepts connections, so one that this one waits for (in a "
+                "collective op) is frozen or cut off")
     return ("every task accepts connections and the ps answers, so a worker that this one "
             "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
 
@@ -656,6 +676,8 @@ def tell_parameter_servers(args, server, status):
     """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
     whose ps is not up yet retries once a second; watching the ports (bounded by the Watchdog)
     connects the moment they open."""
+    if not args.cluster["ps"]:
+        return
     while unreachable(args.cluster, "ps"):
         time.sleep(0.05)
     with tf.Graph().as_default():
@@ -683,20 +705,32 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     The chief restores θ from --log_dir's newest intact checkpoint, or initializes it, and
     writes checkpoints and TensorBoard summaries; the others wait until θ is ready. A session
     lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
-    training loop ends, normally or not. At the end the ps hears "done"."""
-    hooks, scaffold = list(hooks) + [AnnounceHook(args)], scaffold or tf.train.Scaffold()
+    training loop ends, normally or not. At the end the ps hears "done". Without a ps, every
+    worker initializes its own variables (the chief: or restores them), a failed session is
+    not re-created (its peers' collective ops would not wait for a new one)."""
+    hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
     config = config or session_config(args)
+    hooks += [AnnounceHook(args)] if args.cluster["ps"] else []
     if is_chief(args):
-        creator = ChiefSessionCreator(args, server, scaffold, config)
-        hooks.append(CloseReadyQueueHook())
+        hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
         if args.log_dir:
             hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
                                                    save_steps=args.checkpoint_every),
                       tf.train.SummarySaverHook(save_steps=args.log_every,
                                                 output_dir=args.log_dir, scaffold=scaffold)]
+    if not args.cluster["ps"]:
+        session = tf.train.SingularMonitoredSession(
+            hooks=hooks, scaffold=scaffold, master=server.target, config=config,
+            checkpoint_filename_with_path=is_chief(args) and newest_intact_checkpoint(args)
+            or None)
+    elif is_chief(args):
+        session = tf.train.MonitoredSession(
+            session_creator=ChiefSessionCreator(args, server, scaffold, config), hooks=hooks)
     else:
-        creator = AfterTheChiefSessionCreator(args, server, scaffold, config)
-    with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+        session = tf.train.MonitoredSession(
+            session_creator=AfterTheChiefSessionCreator(args, server, scaffold, config),
+            hooks=hooks)
+    with session as sess:
         loop = TrainingLoop(args, sess, graph, watchdog)
         try:
             yield sess, loop
@@ -705,6 +739,38 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
                 getattr(hook, "stop", lambda: None)()
         loop.finish()
     tell_parameter_servers(args, server, b"done")
+
+
+def finish_among_workers(args, server, watchdog):
+    """The end of a run without a ps (with one, the ps does this: nothing to do). A worker whose
+    collective op is done may still be read by a peer whose op is not (each fetches its inputs
+    from the others' servers), so nobody exits before all are done: each worker tells worker 0,
+    worker 0 waits for all of them and then releases them, and stays up until their ports have
+    closed (at most --timeout: their sessions still deregister from it as they close)."""
+    if args.cluster["ps"]:
+        return
+    workers = len(args.cluster["worker"])
+    with tf.Graph().as_default():
+        with tf.device("/job:worker/task:0"):
+            done = tf.FIFOQueue(workers, tf.int32, [[]], shared_name="done_queue",
+                                name="done_queue")
+            released = tf.FIFOQueue(1, tf.int32, shared_name="released_queue",
+                                    name="released_queue")
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            sess.run(done.enqueue(args.task_index))
+            if not is_chief(args):
+                try:
+                    sess.run(released.dequeue())
+                except tf.errors.OutOfRangeError:
+                    return  # closed: every worker is done
+            sess.run(done.dequeue_many(workers))
+            sess.run(released.close())
+    deadline = time.monotonic() + args.timeout
+    while len(unreachable(args.cluster, "worker")) < workers - 1 and (
+            time.monotonic() < deadline):
+        watchdog.progress()
+        time.sleep(0.1)
+    print("[worker0] all %d workers are done; exiting" % workers, flush=True)
 
 
 class ChiefSessionCreator(tf.train.SessionCreator):
@@ -987,7 +1053,9 @@ def main(argv=None):
     watchdog = Watchdog(args, server)
     try:
         tell_parameter_servers(args, server, b"started")
-        return train(args, server, watchdog)
+        code = train(args, server, watchdog)
+        finish_among_workers(args, server, watchdog)
+        return code
     except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
         print("[%s] error: a ps was restarted under this worker's session, which cannot be "
               "re-created here; start this worker again (%s)"

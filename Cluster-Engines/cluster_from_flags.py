@@ -13,11 +13,14 @@ def cluster_from_flags(parser, args):
     else:
         def given(value, default):
             return default if value is None else value
-        ps_hosts = given(args.ps_hosts, "localhost:2222")
+        ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
         worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
         job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
-    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts),
+    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
+    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
+        parser.error("this example has no parameter server (the workers exchange among "
+                     "themselves): start workers only, without ps hosts")
     if job_name not in cluster:
         parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
     if not 0 <= task_index < len(cluster[job_name]):
@@ -62,7 +65,7 @@ def cluster_from_tf_config(parser, text):
         if roles - {"ps", "worker"}:
             parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
                          "chief), got %s" % sorted(roles))
-        ps_hosts, worker_hosts = ",".join(cluster["ps"]), ",".join(cluster["worker"])
+        ps_hosts, worker_hosts = ",".join(cluster.get("ps", [])), ",".join(cluster["worker"])
         task_index = int(task["index"])
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "

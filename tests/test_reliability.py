@@ -15,7 +15,8 @@ from helpers import (ROOT, LocalCluster, assert_no_process_left, last_checkpoint
 
 import shared_helpers
 
-SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN"}
+SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN",
+               "Local-SGD", "AllReduce-SGD"}
 EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
             if "def add_cluster_flags" in open(path).read()]
 # On TensorFlow 2.x (the tests marked tf2, see conftest.py) the matrix runs one example of each
@@ -77,6 +78,8 @@ def test_a_killed_worker(script, victim):
 def test_the_ps_killed(script):
     """Not started again: after --timeout without progress every worker names the ps and exits
     with the retryable code (a restarted ps is tests/test_lifecycle.py's)."""
+    if "\nPARAMETER_SERVERS = 0" in open(os.path.join(ROOT, script)).read():
+        pytest.skip("%s has no ps (its workers all-reduce among themselves)" % script)
     cluster, ended = kill_during_training(script, "ps0", timeout="5")  # training is under way
     outcome = OUTCOMES[("ps0 killed", script)] = classify(cluster, ended, "ps0")
     assert outcome == "failed cleanly", output(cluster)
@@ -118,16 +121,17 @@ def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
     OUTCOMES[("all killed, restarted with --log_dir", script)] = "resumed"
 
 
-# The restart columns: every role killed and started again with its own command line, in turn,
-# in one run (what Kubernetes' restartPolicy OnFailure does), with --log_dir so that the ps has a
-# checkpoint to come back from. The lifecycle is the appendix's, the same in every script, so
-# one example of each kind of lesson runs here: θ alone on the ps (Hogwild), local variables
-# and a staleness counter under a lock (DynSGD; AGN's restarted chief is test_lifecycle.py's), the synchronous family (SAGN,
-# Synchronous-SGD) and tf.train.Supervisor (no restarted ps there: a Supervisor cannot re-create
-# its session, so its workers exit 138 to be started again). --train_steps leaves room for three
-# restarts of a few seconds each.
+# The restart columns: every role killed and started again with its own command line, in turn, in
+# one run (what Kubernetes' restartPolicy OnFailure does), with --log_dir so that the ps has a
+# checkpoint to come back from. The lifecycle is the appendix's, the same in every script, so one
+# example of each kind of lesson runs here: θ alone on the ps (Hogwild), local variables and a
+# staleness counter under a lock (DynSGD; AGN's restarted chief is test_lifecycle.py's), the
+# synchronous family (SAGN, Local-SGD, Synchronous-SGD) and tf.train.Supervisor (no restarted ps
+# there: a Supervisor cannot re-create its session, so its workers exit 138 to be started again).
+# --train_steps leaves room for three restarts of a few seconds each.
 RESTARTED = {"Hogwild/Hogwild.py": 8000, "DynSGD/DynSGD.py": 4000,
-             "SAGN/SAGN.py": 500, "Synchronous-SGD/ssgd.py": 1500,
+             "SAGN/SAGN.py": 500, "Local-SGD/Local-SGD.py": 200,
+             "Synchronous-SGD/ssgd.py": 1500,
              "Distributed-Setup/dist_setup_sup.py": 8000}
 
 

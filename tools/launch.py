@@ -13,6 +13,9 @@ is ended at once.
 
     python tools/launch.py [--workers N] [--ps N] [--restart on-failure] EXAMPLE.py [flags...]
 
+--ps defaults to 1, or to 0 for a script that declares PARAMETER_SERVERS = 0 (workers only,
+as in an all-reduce); with --ps 0 no ps is started and the scripts get --ps_hosts ''.
+
 The tests and the benchmark use the same LocalCluster class.
 """
 import argparse
@@ -31,6 +34,16 @@ RESULT_PATTERN = re.compile(r"^\[(\w+)\] RESULT (\{.*\})\s*$")
 BAD_INPUT = 2  # the examples' exit code for a wrong command line: retrying cannot help
 CLOSED_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a writer whose reader went away
 RESTART_POLICIES = ("never", "on-failure")
+WITHOUT_PARAMETER_SERVERS = re.compile(r"^PARAMETER_SERVERS = 0\b", re.MULTILINE)
+
+
+def default_parameter_servers(script):
+    """1, or 0 for a script that declares that it has no ps (PARAMETER_SERVERS = 0)."""
+    try:
+        with open(script) as source:
+            return 0 if WITHOUT_PARAMETER_SERVERS.search(source.read()) else 1
+    except OSError:
+        return 1  # no such script: starting it says so
 
 
 def free_ports(count, host="127.0.0.1"):
@@ -112,9 +125,10 @@ class Task:
 class LocalCluster:
     """Parameter servers and workers of one example script, as processes on this machine."""
 
-    def __init__(self, script, workers=2, ps=1, args=(), python=None, env=None, echo=True,
+    def __init__(self, script, workers=2, ps=None, args=(), python=None, env=None, echo=True,
                  host="localhost", ports=None, task_env=None, task_args=None):
         self.script, self.args, self.echo = os.path.abspath(script), list(args), echo
+        ps = default_parameter_servers(self.script) if ps is None else ps
         self.python = python or sys.executable
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         self.env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -395,7 +409,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
 def main(argv=None):
     parser = OneLineErrorParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--ps", type=int, default=1)
+    parser.add_argument("--ps", type=int,
+                        help="parameter servers (default: 1, or 0 where the script declares "
+                             "PARAMETER_SERVERS = 0)")
     parser.add_argument("--gpus", type=int,
                         help="give worker i only GPU i mod N (CUDA_VISIBLE_DEVICES), the ps none; "
                              "0: hide every GPU")
@@ -415,8 +431,10 @@ def main(argv=None):
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
-    if options.workers < 1 or options.ps < 1:
-        parser.error("WORKERS and the number of ps must be at least 1, got %d and %d"
+    if options.ps is None:
+        options.ps = default_parameter_servers(options.script)
+    if options.workers < 1 or options.ps < 0:
+        parser.error("WORKERS must be at least 1 and the number of ps at least 0, got %d and %d"
                      % (options.workers, options.ps))
     if options.restart not in RESTART_POLICIES:
         parser.error("unknown RESTART %r: use on-failure, or never (the default)"

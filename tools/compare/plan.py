@@ -3,7 +3,8 @@
 --train_steps is the global step at which a script stops, but global steps count different
 things: in the asynchronous family one global step is one worker minibatch (a window's commit
 adds its T minibatches); in Synchronous-SGD (and its different-learning-rates variant) one update
-that averages N workers' minibatches; in SAGN one round that averages N workers' T local steps.
+that averages N workers' minibatches; in SAGN one round that averages N workers' T local steps
+(in Local-SGD, H local steps).
 So the budget B (--budget) is counted in one of two units, and each script gets
 --train_steps = B / (units per global step), rounded up:
 
@@ -12,7 +13,8 @@ So the budget B (--budget) is counted in one of two units, and each script gets
   N gradients.
 - equal updates: every run makes B θ updates. An asynchronous global step is one update, as is
   a synchronous step, whatever N; a SAGN round counts T, its T local steps (as an AGN commit
-  counts the T steps of its window). A synchronous run then applies N× more minibatches.
+  counts the T steps of its window), and a Local-SGD round H. A synchronous run then applies
+  N× more minibatches.
 
 For the asynchronous family (and the one-process baseline, and any run with N = 1) both budgets
 give the same --train_steps, hence the same runs: they are run once and shown in both tables.
@@ -30,6 +32,7 @@ BASELINE = "Non-Distributed_Setup"
 STRAGGLER_WORKERS = 3  # the straggler section's cluster: 2 normal workers and 1 slow one
 BACKUP_ALGORITHM = "Synchronous-SGD"  # shown with and without one backup worker
 SAGN_WINDOW = 4
+LOCAL_SGD_WINDOW = 10  # H, Local-SGD's local steps per round (its default)
 SPREAD_RATES_BASE = 0.1  # Synchronous-SGD-different-learning-rates' default η
 
 # The report's sections, each with the unit its budget is counted in.
@@ -40,12 +43,14 @@ BUDGET_OF = {EQUAL_MINIBATCHES: "minibatches", EQUAL_UPDATES: "updates",
 
 class Algorithm:
     """One example script, and what one of its global steps consumes and makes when N workers'
-    contributions are aggregated: `minibatches(N)` gradients and `updates` θ updates."""
+    contributions are aggregated: `minibatches(N)` gradients and `updates` θ updates.
+    backup_workers: whether a synchronous script takes --replicas_to_aggregate N."""
 
     def __init__(self, name, script, family, minibatches=lambda aggregated: 1, updates=1,
-                 extra_args=lambda workers: []):
+                 extra_args=lambda workers: [], backup_workers=True):
         self.name, self.script, self.family = name, script, family
         self.minibatches, self.updates, self.extra_args = minibatches, updates, extra_args
+        self.backup_workers = backup_workers
 
     @property
     def synchronous(self):
@@ -74,6 +79,14 @@ ALGORITHMS = [
     Algorithm("SAGN", "SAGN/SAGN.py", "synchronous",
               minibatches=lambda aggregated: aggregated * SAGN_WINDOW, updates=SAGN_WINDOW,
               extra_args=lambda workers: ["--window", str(SAGN_WINDOW)]),
+    # A round averages N workers' θₖ after H local steps each, like a SAGN round's T.
+    Algorithm("Local-SGD", "Local-SGD/Local-SGD.py", "synchronous",
+              minibatches=lambda aggregated: aggregated * LOCAL_SGD_WINDOW,
+              updates=LOCAL_SGD_WINDOW,
+              extra_args=lambda workers: ["--window", str(LOCAL_SGD_WINDOW)]),
+    # Every step averages all M workers' gradients with an all-reduce: no ps, no backup workers.
+    Algorithm("AllReduce-SGD", "AllReduce-SGD/AllReduce-SGD.py", "synchronous",
+              minibatches=lambda aggregated: aggregated, backup_workers=False),
     Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous"),
     # Hogwild with the lock it does without: the contrast that shows what Hogwild is.
     Algorithm("Hogwild-locked", "Hogwild/Hogwild.py", "asynchronous",
@@ -118,7 +131,7 @@ def make_config(algorithm, workers, settings, unit="minibatches", aggregated=Non
     steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates)
     args = ["--train_steps", str(steps), "--batch_size", str(settings["batch_size"]),
             "--seed", str(settings["seed"]), "--log_every", str(settings["log_every"])]
-    if algorithm.synchronous:
+    if algorithm.synchronous and algorithm.backup_workers:
         args += ["--replicas_to_aggregate", str(aggregated)]
     args += algorithm.extra_args(workers)
     # The key names what runs: a budget that gives the same --train_steps gives the same runs.

@@ -1,0 +1,167 @@
+"""AllReduce-SGD/: synchronous data parallelism without a ps, on TensorFlow's collective ops.
+
+Every run is a real cluster of worker processes (no ps) on free localhost ports. The exact-update
+test uses three workers and a batch of 479 examples, one whole shard of the 1,437 training
+images, so that each minibatch gradient is the full-shard gradient: NumPy recomputes every step
+from the checkpoints that the chief saved after each one.
+"""
+import os
+import re
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
+                     load_example, output, results_in, run_cluster, run_script, worker_results)
+from test_synchronous import SHARD, assert_parameters_close, gradient
+
+ALLREDUCE = "AllReduce-SGD/AllReduce-SGD.py"
+RETRYABLE = 138
+NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
+
+
+@pytest.mark.tf2
+def test_run_sh_reaches_accuracy_with_identical_replicas_and_no_ps():
+    """`bash run.sh` with its defaults, from another directory: workers only, each makes one
+    step per update, and the replicas end identical."""
+    code, text = run_script(["bash", example("AllReduce-SGD/run.sh")], cwd=ROOT,
+                            env={"PYTHON": sys.executable})  # this test's TensorFlow
+    assert code == 0, text
+    results = sorted(results_in(text), key=lambda r: r["task_index"])
+    assert [r["task_index"] for r in results] == [0, 1], text
+    assert all(r["test_accuracy"] >= 0.93 for r in results), results
+    assert [(r["global_step"], r["local_steps"]) for r in results] == [(1000, 1000)] * 2
+    assert len({r["replica_checksum"] for r in results}) == 1, results
+    assert "[ps0]" not in text and "all 2 workers are done; exiting" in text, text
+    assert "allreduce_sgd: 2 worker(s)" in text
+
+
+@pytest.mark.tf2
+def test_one_step_changes_every_replica_by_minus_eta_times_the_mean_gradient(tmp_path):
+    """Three workers, two steps, with the scaling rule and a warm-up of two steps: step 0 uses
+    η₀, step 1 η₀ + (3·η₀ − η₀)/2. Every replica ends with the same θ as the chief's."""
+    base, workers = 0.5, 3
+    module = load_example(ALLREDUCE)
+    (images, labels), _ = module.load_dataset("digits", 0)
+    shards = [(images[i::workers].astype(np.float64), labels[i::workers])
+              for i in range(workers)]
+    assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
+    log_dir = str(tmp_path / "logs")
+    cluster = run_cluster(ALLREDUCE, workers=workers, args=[
+        "--train_steps", "2", "--batch_size", str(SHARD), "--log_dir", log_dir,
+        "--checkpoint_every", "1", "--learning_rate", str(base), "--scale_learning_rate",
+        "--warmup_steps", "2"])
+    results = worker_results(cluster)
+    assert [(r["global_step"], r["local_steps"]) for r in results] == [(2, 2)] * workers
+    assert len({r["replica_checksum"] for r in results}) == 1, results
+    thetas = []
+    for step in range(3):
+        reader = module.tf.train.load_checkpoint(os.path.join(log_dir, "model.ckpt-%d" % step))
+        assert reader.get_tensor("global_step") == step
+        thetas.append([reader.get_tensor(name).astype(np.float64) for name in NAMES])
+    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
+    for rate, before, after in zip([base, base + (3 * base - base) / 2], thetas, thetas[1:]):
+        gradients = [gradient(before, shard_images, shard_labels)
+                     for shard_images, shard_labels in shards]
+        expected = [value - rate * np.mean(parts, axis=0)
+                    for value, parts in zip(before, zip(*gradients))]
+        assert_parameters_close(after, expected, before)
+    assert np.abs(np.concatenate([v.ravel() for v in thetas[-1]])).sum() == pytest.approx(
+        results[1]["replica_checksum"], rel=1e-6)
+
+
+def parse(module, workers=2, extra=()):
+    hosts = ",".join("localhost:%d" % port for port in free_ports(workers))
+    return module.parse_flags(["--job_name", "worker", "--task_index", "1",
+                               "--worker_hosts", hosts] + list(extra))
+
+
+@pytest.mark.parametrize("flags, schedule", [
+    ([], [0.1] * 5),
+    (["--scale_learning_rate"], [0.4] * 5),
+    (["--scale_learning_rate", "--warmup_steps", "3"], [0.1, 0.2, 0.3, 0.4, 0.4]),
+    (["--warmup_steps", "3"], [0.1] * 5),
+])
+def test_the_learning_rate_follows_the_linear_scaling_rule_and_its_warm_up(flags, schedule):
+    """Four workers, η₀ = 0.1: η = 0.4 with the scaling rule, reached linearly over W steps."""
+    module = load_example(ALLREDUCE)
+    args = parse(module, workers=4, extra=["--learning_rate", "0.1"] + flags)
+    tf = module.tf
+    with tf.Graph().as_default():
+        step = tf.placeholder(tf.int64, [])
+        rate = module.learning_rate(args, step)
+        with tf.Session() as sess:
+            got = [sess.run(rate, {step: value}) for value in range(5)]
+    np.testing.assert_allclose(got, schedule, rtol=1e-6)
+
+
+def test_every_variable_and_op_lives_on_the_workers_own_task():
+    module = load_example(ALLREDUCE)
+    args = parse(module)
+    assert args.cluster["ps"] == [] and len(args.cluster["worker"]) == 2
+    tf = module.tf
+    with tf.Graph().as_default() as graph:
+        module.build_graph(args)
+        assert len(tf.global_variables()) == 5  # θᵢ and the step counter
+        # (the step counter's initializer has no device of its own: it is colocated with it)
+        devices = {op.device or op.colocation_groups()[0].decode()
+                   for op in graph.get_operations()}
+        assert devices == {"/job:worker/task:1", "loc:@global_step"}, devices
+        collectives = [op for op in graph.get_operations() if op.type == "CollectiveReduce"]
+        assert len(collectives) == 3  # the mean gradient, and the broadcasts of θ and the step
+        assert {op.get_attr("group_size") for op in collectives} == {2}
+        assert len({op.get_attr("instance_key") for op in collectives}) == 3
+    config = module.session_config(args)
+    assert config.experimental.collective_group_leader == "/job:worker/replica:0/task:0"
+
+
+BAD_INPUT = [
+    (["--ps_hosts", "localhost:2222"], "no parameter server"),
+    (["--job_name", "ps", "--task_index", "0"], "no parameter server"),
+    (["--task_index", "2"], "out of range"),
+    (["--worker_hosts", ""], "at least one"),
+    (["--warmup_steps", "-1"], "--warmup_steps must be 0 or more"),
+]
+
+
+@pytest.mark.parametrize("argv, expected", BAD_INPUT)
+def test_bad_input_gets_one_line_and_exit_2(argv, expected, capsys):
+    module = load_example(ALLREDUCE)
+    hosts = ",".join("localhost:%d" % port for port in free_ports(2))
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_flags(["--worker_hosts", hosts] + argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(error.strip().splitlines()) == 1 and expected in error, error
+
+
+def test_a_tf_config_with_workers_only_is_a_cluster_without_ps(monkeypatch):
+    module = load_example(ALLREDUCE)
+    hosts = ["localhost:%d" % port for port in free_ports(2)]
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["%s", "%s"]}, "task": {"type": '
+                       '"worker", "index": 1}}' % tuple(hosts))
+    args = module.parse_flags([])
+    assert args.cluster == {"ps": [], "worker": hosts} and args.task_index == 1
+
+
+def test_a_killed_group_leader_ends_the_others_within_the_timeout_naming_it():
+    """A collective op waits for a dead peer for good; the watchdog ends each survivor after
+    --timeout, naming the peer, with the retryable code. The victim is worker0, which also
+    leads the collective group (worker1 killed: tests/test_reliability.py's matrix)."""
+    victim, survivor = "worker0", "worker1"
+    cluster = LocalCluster(example(ALLREDUCE), workers=2, echo=False, args=[
+        "--train_steps", "1000000", "--log_every", "50", "--timeout", "10"])
+    try:
+        cluster.start()
+        assert cluster.wait_for_line(victim, r"step 100 ", 120), output(cluster)
+        cluster.kill(victim)
+        assert cluster.wait(30, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert cluster.returncodes() == {victim: -signal.SIGKILL, survivor: RETRYABLE}
+    assert re.search(r"\[%s\] error: .*%s \(%s\)" % (survivor, victim, re.escape(
+        cluster.worker_hosts[int(victim[-1])])), output(cluster, survivor)), output(cluster)
