@@ -328,3 +328,21 @@ def test_the_readme_shows_the_diagram_and_regenerating_it_draws_the_same_picture
             "%s is not what tools/diagrams.py draws (%s; committed: %s)"
             % (committed[os.path.basename(path)], new.info.get("Software"),
                old.info.get("Software")))
+
+
+def test_every_example_folder_shows_the_diagram_of_its_family():
+    """Each family's data-flow diagram (tools/diagrams.py) is shown by the README of every
+    example folder of that family and by the main README; no example folder is left out."""
+    scripts = load_example("tools/shared_helpers.py").example_scripts()
+    folders = sorted({os.path.basename(os.path.dirname(path)) for path in scripts
+                      if os.path.dirname(path) != ROOT})
+    assert sorted(f for shown in diagrams.SHOWN_IN.values() for f in shown) == folders
+    missing = []
+    for picture, shown_in in diagrams.SHOWN_IN.items():
+        assert picture in diagrams.DIAGRAMS
+        for folder in shown_in:
+            if "](../%s)" % picture not in open(os.path.join(ROOT, folder, "README.md")).read():
+                missing.append("%s/README.md does not show %s" % (folder, picture))
+        if "](%s)" % picture not in open(os.path.join(ROOT, "README.md")).read():
+            missing.append("README.md does not show %s" % picture)
+    assert missing == []

@@ -43,32 +43,68 @@ def arrow(axes, start, end, label, colour, label_side, dashed=False):
               ha="left" if label_side > 0 else "right", va="center")
 
 
-def cluster_panel(axes, title, ps_body, rule, note, synchronous):
-    """One ps above two workers; θ goes down to each worker, its gradient g comes back up."""
+def cluster_panel(axes, title, ps_body, rule, note, synchronous, worker_body=None,
+                  down="θ", up="gᵢ", ps_title="ps0"):
+    """One ps above two workers; `down` (θ) goes to each worker, `up` (its gradient g, or
+    whatever the family sends) comes back; a synchronous ps also hands out tokens."""
     axes.set_xlim(0, 1)
     axes.set_ylim(-0.1, 1.02)
     axes.axis("off")
     axes.set_title(title, fontsize=12, loc="left")
-    ps_y, worker_y, ps_height, worker_height = 0.74, 0.14, 0.3, 0.28
-    box(axes, 0.5, ps_y, 0.5, ps_height, "ps0", ps_body, PS_COLOUR)
+    ps_y, ps_height = 0.74, 0.3
+    # A worker box grows upwards with its text (two lines fit the smallest one).
+    worker_height = max(0.28, 0.1 + 0.065 * (worker_body or "\n").count("\n") + 0.065)
+    worker_y = 0.14 + (worker_height - 0.28) / 2
+    box(axes, 0.5, ps_y, 0.5, ps_height, ps_title, ps_body, PS_COLOUR)
     for task, x in enumerate((0.22, 0.78)):
+        index = "₀₁"[task]
         box(axes, x, worker_y, 0.38, worker_height,
             "worker%d%s" % (task, " (chief)" if task == 0 else ""),
-            "its own shard of the data\ng%s = ∇loss(θ; its minibatch)" % "₀₁"[task],
-            WORKER_COLOUR)
+            (worker_body or "its own shard of the data\ngᵢ = ∇loss(θ; its minibatch)").replace(
+                "ᵢ", index), WORKER_COLOUR)
         top, bottom = worker_y + worker_height / 2 + 0.02, ps_y - ps_height / 2 - 0.02
         ps_x = 0.5 + (x - 0.5) * 0.55
         outer, inner = (-1, 1) if task == 0 else (1, -1)
-        arrow(axes, (ps_x + 0.045 * outer, bottom), (x + 0.045 * outer, top), "θ",
-              THETA_COLOUR, outer)
+        arrow(axes, (ps_x + 0.045 * outer, bottom), (x + 0.045 * outer, top),
+              down.replace("ᵢ", index), THETA_COLOUR, outer)
         arrow(axes, (x + 0.045 * inner, top), (ps_x + 0.045 * inner, bottom),
-              "g%s" % "₀₁"[task], GRADIENT_COLOUR, inner)
+              up.replace("ᵢ", index), GRADIENT_COLOUR, inner)
         if synchronous:
             arrow(axes, (ps_x + 0.14 * outer, bottom), (x + 0.14 * outer, top), "token",
                   "#555555", outer, dashed=True)
     axes.text(0.5, ps_y + ps_height / 2 + 0.05, rule, ha="center", va="bottom", fontsize=11)
     axes.text(0.5, -0.09, note, ha="center", va="bottom", fontsize=9.5, style="italic",
               color="#333333")
+
+
+def peers_panel(axes, title, worker_body, exchange, rule, note):
+    """Workers only, no ps: each holds its own replica, and they exchange with each other."""
+    axes.set_xlim(0, 1)
+    axes.set_ylim(-0.1, 1.02)
+    axes.axis("off")
+    axes.set_title(title, fontsize=12, loc="left")
+    worker_y, worker_height = 0.42, 0.42
+    for task, x in enumerate((0.22, 0.78)):
+        box(axes, x, worker_y, 0.38, worker_height,
+            "worker%d%s" % (task, " (leader)" if task == 0 else ""),
+            worker_body.replace("ᵢ", "₀₁"[task]), WORKER_COLOUR)
+    middle = worker_y - 0.02
+    arrow(axes, (0.42, middle + 0.06), (0.58, middle + 0.06), "", GRADIENT_COLOUR, 1)
+    arrow(axes, (0.58, middle - 0.06), (0.42, middle - 0.06), "", GRADIENT_COLOUR, 1)
+    axes.text(0.5, middle, exchange, color=GRADIENT_COLOUR, fontsize=9.5, ha="center",
+              va="center", linespacing=1.3)
+    axes.text(0.5, worker_y + worker_height / 2 + 0.12, rule, ha="center", va="bottom",
+              fontsize=11)
+    axes.text(0.5, -0.09, note, ha="center", va="bottom", fontsize=9.5, style="italic",
+              color="#333333")
+
+
+def one_panel(draw_panel, **panel):
+    """A figure of one family's data flow."""
+    figure, axes = plt.subplots(figsize=(6.2, 4.9))
+    draw_panel(axes, **panel)
+    figure.subplots_adjust(left=0.02, right=0.98, top=0.9, bottom=0.03)
+    return figure
 
 
 def ps_and_workers():
@@ -90,8 +126,89 @@ def ps_and_workers():
     return figure
 
 
+def asynchronous():
+    return one_panel(
+        cluster_panel, title="asynchronous: Distributed-Setup, Hogwild, Multiple-GPUs",
+        ps_body="θ: the model's parameters\nglobal_step", rule="θ ← θ − η·gᵢ, for each gᵢ as it comes",
+        note="every step: read θ, send g; nobody waits (Hogwild: and nothing is locked)",
+        synchronous=False)
+
+
+def windowed():
+    return one_panel(
+        cluster_panel, title="windowed: DOWNPOUR, DOWNPOUR-Easy, AGN",
+        ps_body="θ, global_step\n(DOWNPOUR: Adagrad's slots)", rule="θ ← θ + Δᵢ, for each Δᵢ as it comes",
+        worker_body="θᵢ ← θ (pull), then T local\nsteps on θᵢ (local variables)\n"
+                    "Δᵢ: the window's update\n(AGN: divided by T)",
+        down="θ, every T steps", up="Δᵢ", synchronous=False,
+        note="one exchange per T local steps; a Δ may come from a θ that has moved since")
+
+
+def elastic():
+    return one_panel(
+        cluster_panel, title="elastic averaging: AEASGD, EAMSGD",
+        ps_body="x̃: the centre variable\nglobal_step", rule="x̃ ← x̃ + Eᵢ, for each Eᵢ as it comes",
+        worker_body="θᵢ: its own model (local)\nT local steps (EAMSGD: momentum)\n"
+                    "Eᵢ = α·(θᵢ − x̃);  θᵢ ← θᵢ − Eᵢ",
+        down="x̃, every T steps", up="Eᵢ", synchronous=False,
+        note="the elastic force pulls each θᵢ and x̃ towards each other")
+
+
+def staleness():
+    return one_panel(
+        cluster_panel, title="staleness-aware: DynSGD, Staleness-Aware-SGD",
+        ps_body="θ, global_step\nthe update counter", rule="θ ← θ − η·gᵢ / (τ + 1)    (Staleness-Aware: η/τ)",
+        worker_body="reads θ and the counter c\ngᵢ = ∇loss(θ; its minibatch)",
+        down="θ, c", up="gᵢ, c", synchronous=False,
+        note="τ = counter now − c: an update computed on an old θ counts for less")
+
+
+def synchronous():
+    return one_panel(
+        cluster_panel, title="synchronous: Synchronous-SGD (and a rate per worker)",
+        ps_body="θ, global_step\none accumulator per variable\na queue of tokens",
+        rule="θ ← θ − η·mean(gᵢ), once N have come", synchronous=True,
+        note="each worker waits for its token; with N < M the first N fresh g count")
+
+
+def synchronous_rounds():
+    return one_panel(
+        cluster_panel, title="synchronous rounds: SAGN, Local-SGD",
+        ps_body="θ, global_step\none accumulator per variable\na queue of tokens",
+        rule="θ ← θ + mean(Δᵢ), once N have come",
+        worker_body="from θ, T local steps on θᵢ\nΔᵢ = θᵢ − θ\n"
+                    "(SAGN: /T; Local-SGD: weighted\nby the shard's size)",
+        down="θ", up="Δᵢ", synchronous=True,
+        note="one exchange per round of T local steps; every worker starts from the same θ")
+
+
+def all_reduce():
+    return one_panel(
+        peers_panel, title="all-reduce: AllReduce-SGD (no ps)",
+        worker_body="θᵢ: a full replica (local)\ngᵢ = ∇loss(θᵢ; its minibatch)\n"
+                    "θᵢ ← θᵢ − η·mean(g)",
+        exchange="all-reduce\nmean(g)", rule="every worker applies the same mean of g",
+        note="collective ops between the workers; the replicas stay identical")
+
+
 # Each diagram: its function, and where it is shown (relative to the repository's root).
-DIAGRAMS = {"Basics-Tutorial/ps-and-workers.png": ps_and_workers}
+DIAGRAMS = {"Basics-Tutorial/ps-and-workers.png": ps_and_workers,
+            "diagrams/asynchronous.png": asynchronous,
+            "diagrams/windowed.png": windowed,
+            "diagrams/elastic.png": elastic,
+            "diagrams/staleness.png": staleness,
+            "diagrams/synchronous.png": synchronous,
+            "diagrams/synchronous-rounds.png": synchronous_rounds,
+            "diagrams/all-reduce.png": all_reduce}
+# The READMEs that show each family's diagram: every example folder's, and the main README.
+SHOWN_IN = {
+    "diagrams/asynchronous.png": ["Distributed-Setup", "Hogwild", "Multiple-GPUs-Single-Machine"],
+    "diagrams/windowed.png": ["DOWNPOUR", "DOWNPOUR-Easy", "AGN"],
+    "diagrams/elastic.png": ["AEASGD", "EAMSGD"],
+    "diagrams/staleness.png": ["DynSGD", "Staleness-Aware-SGD"],
+    "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates"],
+    "diagrams/synchronous-rounds.png": ["SAGN", "Local-SGD"],
+    "diagrams/all-reduce.png": ["AllReduce-SGD"]}
 
 
 def write(out=None):
