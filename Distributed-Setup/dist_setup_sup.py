@@ -67,23 +67,21 @@ def build_graph(args):
         with tf.control_dependencies([update]), tf.device(global_step.device):
             train_op = tf.assign_add(global_step, 1, use_locking=True)
         test_accuracy = accuracy(params, test_images, test_labels)
-    tf.summary.scalar("loss", loss)
-    tf.summary.scalar("test_accuracy", test_accuracy)
     return {"train_op": train_op, "loss": loss, "global_step": global_step,
             "test_accuracy": test_accuracy}
 
 
 def train(args, server, watchdog):
     """The same training with the older tf.train.Supervisor, which has no hooks: this loop
-    saves a checkpoint every --checkpoint_every global steps and writes summaries when it logs.
+    saves a checkpoint every --checkpoint_every global steps (TrainingLoop writes the
+    TensorBoard curves, as in every example).
     A restarted chief never re-initializes a live θ: it joins it as a non-chief would (so it
-    saves with its own Saver and FileWriter: a non-chief Supervisor has neither)."""
+    saves with its own Saver: a non-chief Supervisor has none)."""
     graph = build_graph(args)
-    summaries, saver = tf.summary.merge_all(), tf.train.Saver()
+    saver = tf.train.Saver()
     close_ready_queue = ready_queue().close()
     initializes = is_chief(args) and not theta_on_the_ps(args, server)
     saves = is_chief(args) and args.log_dir
-    writer = tf.summary.FileWriter(args.log_dir) if saves else None
     supervisor = tf.train.Supervisor(is_chief=initializes, logdir=args.log_dir, saver=saver,
                                      global_step=graph["global_step"], summary_op=None,
                                      save_model_secs=0, save_summaries_secs=0)
@@ -99,12 +97,9 @@ def train(args, server, watchdog):
             loop.step(loss, global_step)
             if saves and global_step % args.checkpoint_every == 0:
                 saver.save(sess, checkpoint, global_step=global_step)
-            if saves and loop.local_steps % args.log_every == 0:
-                writer.add_summary(sess.run(summaries), global_step=global_step)
         loop.finish()
         if saves:
             saver.save(sess, checkpoint, global_step=loop.global_step)
-            writer.close()
     tell_parameter_servers(args, server, b"done")
     return loop.report()
 
@@ -676,9 +671,7 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
         hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
         if args.log_dir:
             hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
-                                                   save_steps=args.checkpoint_every),
-                      tf.train.SummarySaverHook(save_steps=args.log_every,
-                                                output_dir=args.log_dir, scaffold=scaffold)]
+                                                   save_steps=args.checkpoint_every)]
     if not args.cluster["ps"]:
         session = tf.train.SingularMonitoredSession(
             hooks=hooks, scaffold=scaffold, master=server.target, config=config,
@@ -832,7 +825,10 @@ class TrainingLoop:
     """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
     alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
     of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
-    the last --log_every losses are kept."""
+    the last --log_every losses are kept. With --log_dir each worker writes its TensorBoard
+    curves (the loss, as the progress line averages it, and the test accuracy) to a run of its
+    own, --log_dir/worker<i>: a point every --log_every local steps and one at the end, each at
+    its global step."""
 
     def __init__(self, args, sess, graph, watchdog):
         self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
@@ -840,6 +836,8 @@ class TrainingLoop:
         self.first_global_step = self.global_step = sess.run(graph["global_step"])
         self.local_steps, self.curve = 0, []
         self.losses = collections.deque(maxlen=args.log_every)
+        self.summaries = (tf.summary.FileWriter(os.path.join(args.log_dir, self.who))
+                          if args.log_dir else None)
         self.started = time.time()
         if self.global_step >= args.train_steps:
             print("[%s] this run is already complete: global step %d >= --train_steps %d%s; "
@@ -863,6 +861,7 @@ class TrainingLoop:
             test_accuracy = self.sess.run(self.graph["test_accuracy"])
             self.curve.append([round(time.time(), 3), int(self.global_step),
                                round(float(test_accuracy), 4)])
+            self.to_tensorboard(test_accuracy)
             print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
                   % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
                      test_accuracy, self.local_steps / (time.time() - self.started)),
@@ -877,6 +876,17 @@ class TrainingLoop:
     def finish(self):
         self.test_accuracy, self.global_step = self.sess.run(
             [self.graph["test_accuracy"], self.graph["global_step"]])
+        self.to_tensorboard(self.test_accuracy)
+        if self.summaries:
+            self.summaries.close()
+
+    def to_tensorboard(self, test_accuracy):
+        if self.summaries and self.losses:
+            self.summaries.add_summary(tf.Summary(value=[
+                tf.Summary.Value(tag="loss", simple_value=float(np.mean(self.losses))),
+                tf.Summary.Value(tag="test_accuracy", simple_value=float(test_accuracy))]),
+                global_step=int(self.global_step))
+            self.summaries.flush()  # a process that the watchdog ends loses nothing written
 
     def report(self, **algorithm_fields):
         report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,

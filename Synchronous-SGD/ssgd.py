@@ -82,8 +82,6 @@ def build_graph(args):
         train_op = optimizer.apply_gradients(zip(tf.gradients(loss, theta), params),
                                              global_step=global_step)
         test_accuracy = accuracy(params, test_images, test_labels)
-    tf.summary.scalar("loss", loss)
-    tf.summary.scalar("test_accuracy", test_accuracy)
     return {"train_op": train_op, "loss": loss, "global_step": global_step,
             "test_accuracy": test_accuracy, "optimizer": optimizer}
 
@@ -837,9 +835,7 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
         hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
         if args.log_dir:
             hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
-                                                   save_steps=args.checkpoint_every),
-                      tf.train.SummarySaverHook(save_steps=args.log_every,
-                                                output_dir=args.log_dir, scaffold=scaffold)]
+                                                   save_steps=args.checkpoint_every)]
     if not args.cluster["ps"]:
         session = tf.train.SingularMonitoredSession(
             hooks=hooks, scaffold=scaffold, master=server.target, config=config,
@@ -993,7 +989,10 @@ class TrainingLoop:
     """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
     alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
     of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
-    the last --log_every losses are kept."""
+    the last --log_every losses are kept. With --log_dir each worker writes its TensorBoard
+    curves (the loss, as the progress line averages it, and the test accuracy) to a run of its
+    own, --log_dir/worker<i>: a point every --log_every local steps and one at the end, each at
+    its global step."""
 
     def __init__(self, args, sess, graph, watchdog):
         self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
@@ -1001,6 +1000,8 @@ class TrainingLoop:
         self.first_global_step = self.global_step = sess.run(graph["global_step"])
         self.local_steps, self.curve = 0, []
         self.losses = collections.deque(maxlen=args.log_every)
+        self.summaries = (tf.summary.FileWriter(os.path.join(args.log_dir, self.who))
+                          if args.log_dir else None)
         self.started = time.time()
         if self.global_step >= args.train_steps:
             print("[%s] this run is already complete: global step %d >= --train_steps %d%s; "
@@ -1024,6 +1025,7 @@ class TrainingLoop:
             test_accuracy = self.sess.run(self.graph["test_accuracy"])
             self.curve.append([round(time.time(), 3), int(self.global_step),
                                round(float(test_accuracy), 4)])
+            self.to_tensorboard(test_accuracy)
             print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
                   % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
                      test_accuracy, self.local_steps / (time.time() - self.started)),
@@ -1038,6 +1040,17 @@ class TrainingLoop:
     def finish(self):
         self.test_accuracy, self.global_step = self.sess.run(
             [self.graph["test_accuracy"], self.graph["global_step"]])
+        self.to_tensorboard(self.test_accuracy)
+        if self.summaries:
+            self.summaries.close()
+
+    def to_tensorboard(self, test_accuracy):
+        if self.summaries and self.losses:
+            self.summaries.add_summary(tf.Summary(value=[
+                tf.Summary.Value(tag="loss", simple_value=float(np.mean(self.losses))),
+                tf.Summary.Value(tag="test_accuracy", simple_value=float(test_accuracy))]),
+                global_step=int(self.global_step))
+            self.summaries.flush()  # a process that the watchdog ends loses nothing written
 
     def report(self, **algorithm_fields):
         report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,

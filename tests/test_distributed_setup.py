@@ -166,14 +166,15 @@ def test_log_dir_writes_summaries_and_a_killed_run_resumes(script, tmp_path):
     assert result["local_steps"] == 1500 - result["first_global_step"]
     # 1500 is no multiple of --checkpoint_every: the chief saves once more at --train_steps.
     assert last_checkpoint_step(log_dir) == 1500
-    assert {"loss", "test_accuracy"} <= summary_tags(log_dir)
+    assert {"loss", "test_accuracy"} <= summary_tags(os.path.join(log_dir, "worker0"))
 
 
-def summary_tags(log_dir):
-    """The scalar tags TensorBoard will show (the killed run's file may end mid-record)."""
+def summary_tags(folder):
+    """The scalar tags TensorBoard will show of one run, a worker's folder in --log_dir (the
+    killed run's file may end mid-record)."""
     tf = load_example(SCRIPTS[0]).tf
     tags = set()
-    for path in glob.glob(os.path.join(log_dir, "events.out.tfevents.*")):
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
         try:
             for event in tf.train.summary_iterator(path):
                 tags.update(value.tag for value in event.summary.value)

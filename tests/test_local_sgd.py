@@ -71,9 +71,7 @@ def test_one_round_sets_theta_to_the_shard_size_weighted_average_of_the_local_co
     module = load_example(LOCAL_SGD)
     sizes, batches = zip(*(minibatches_of(module, flags(module, workers, k, extra),
                                           rounds * window + 1) for k in range(workers)))
-    # With --log_dir the chief's SummarySaverHook adds the summaries to the first run of its
-    # session, before any local step; the loss among them draws one minibatch, not trained on.
-    batches = [batches[0][1:]] + [drawn[:-1] for drawn in batches[1:]]
+    batches = [drawn[:-1] for drawn in batches]  # (one more than the run trains on)
     assert sum(sizes) == 1437 and len(set(sizes)) == workers, sizes  # unequal shards
     weights = [size / 1437.0 for size in sizes]
 
