@@ -315,3 +315,37 @@ def test_it_finds_the_projects_environment_from_a_new_shell(tmp_path, environmen
                              timeout=RUN_TIMEOUT)
     assert process.returncode == 0, process.stdout.decode()
     assert results_in(process.stdout.decode())[0]["global_step"] == 100
+
+
+def test_on_a_terminal_the_table_stands_without_the_raw_result_lines():
+    """A person at a terminal reads the table; programs (a pipe, the tests) get the RESULT
+    lines as well."""
+    import pty
+    main, terminal = pty.openpty()
+    process = subprocess.Popen(["bash", RUN_SH, "--train_steps", "100"], stdin=subprocess.DEVNULL,
+                               stdout=terminal, stderr=terminal, start_new_session=True,
+                               env=dict(os.environ, **PYTHON))
+    os.close(terminal)
+    shown = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        code = process.wait(RUN_TIMEOUT)
+    finally:
+        os.close(main)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    text = shown.decode("utf-8", "replace")
+    assert code == 0, text
+    assert "RESULT" not in text, text
+    assert re.search(r"worker0 +100 ", text) and "steps/s together" in text, text
+    _, piped = run_script(["bash", RUN_SH, "--train_steps", "100"], env=PYTHON)
+    assert [r["global_step"] for r in results_in(piped)] == [100], piped

@@ -2,8 +2,10 @@
 
 Every example's run.sh calls this (through tools/launch). It starts the tasks, shows their output
 with [ps0]/[worker1] prefixes, waits for all of them, prints the results table from their RESULT
-lines, and exits 0 only if every task did. Each task runs in its own process group, ended by group
-id, never by name; on Ctrl-C, SIGTERM or a closed output pipe (`| head`) every task is ended.
+lines (on a terminal only the table: the raw RESULT lines are for programs, and show when the
+output goes to a pipe or a file), and exits 0 only if every task did. Each task runs in its own
+process group, ended by group id, never by name; on Ctrl-C, SIGTERM or a closed output pipe
+(`| head`) every task is ended.
 
 A task that fails is reported, and the others may finish without it (asynchronous training
 does); --grace bounds how long they get. With --restart on-failure (RESTART=on-failure bash run.sh)
@@ -79,6 +81,9 @@ class Console:
 
     def __init__(self):
         self.closed = False
+        # The RESULT lines are for programs (the tests, the benchmark, a pipe): a person at a
+        # terminal reads the table that is made from them.
+        self.shows_results = not sys.stdout.isatty()
         self._lock = threading.Lock()
 
     def print(self, line, stream=None):
@@ -201,7 +206,7 @@ class LocalCluster:
             with self._changed:
                 task.lines.append(line)
                 self._changed.notify_all()
-            if self.echo:
+            if self.echo and (self.console.shows_results or not RESULT_PATTERN.match(line)):
                 self.console.print(line if line.startswith(prefix) else "%s %s" % (prefix, line))
                 if self.console.closed:
                     with self._changed:
