@@ -9,21 +9,23 @@ every update is recomputed with NumPy.
 """
 import concurrent.futures
 import json
+import os
 import re
 import sys
 
 import numpy as np
 import pytest
 
-from helpers import example, free_ports, load_example, run_script
+from helpers import ROOT, example, free_ports, load_example, run_script
 from test_synchronous import SHARD, gradient, shards_and_initial_parameters
 
-SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py",
-           "Hogwild/Hogwild.py", "DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py",
-           "AGN/AGN.py", "AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py", "DynSGD/DynSGD.py",
-           "Staleness-Aware-SGD/Staleness-Aware-SGD.py", "Synchronous-SGD/ssgd.py",
-           "Synchronous-SGD-different-learning-rates/ssgd.py", "SAGN/SAGN.py",
-           "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"]
+import shared_helpers
+
+# Every example with a ps, present and future (AllReduce-SGD, which has none, pins its own
+# placement in test_allreduce.py).
+SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
+           if "def add_cluster_flags" in open(path).read()
+           and "\nPARAMETER_SERVERS = 0" not in open(path).read()]
 MULTI_GPU = "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
