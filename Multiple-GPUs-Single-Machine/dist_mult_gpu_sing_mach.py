@@ -480,9 +480,10 @@ class Watchdog:
         self.heartbeat.join(heartbeat_interval(self.args) + 5.0)
 
     def _watch(self):
+        parameter_servers = set(range(len(self.args.cluster["ps"])))
         while not self.stopped.wait(0.5):
-            self.reached |= set(range(len(self.args.cluster["ps"]))) - set(
-                unreachable(self.args.cluster, "ps"))
+            if self.reached != parameter_servers:  # (only to tell "never came up" apart)
+                self.reached |= parameter_servers - set(unreachable(self.args.cluster, "ps"))
             silent = time.monotonic() - self.last_progress
             if silent > self.args.timeout and not self.stopped.is_set():
                 print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
@@ -1043,6 +1044,9 @@ def main(argv=None):
         return run_parameter_server(args, server)
     watchdog = Watchdog(args, server)
     try:
+        # "started" at once, before a session that may wait for the chief, so that the ps
+        # accounts for a worker that dies while it waits; AnnounceHook says it again for every
+        # session (re-)created, which a restarted ps needs to hear.
         tell_parameter_servers(args, server, b"started")
         code = train(args, server, watchdog)
         finish_among_workers(args, server, watchdog)

@@ -44,7 +44,7 @@ tf_config = st.one_of(
 def test_any_input_parses_or_exits_2_with_one_line(path, capsys, monkeypatch):
     module = load_example(os.path.relpath(path, ROOT))
 
-    @settings(max_examples=80, deadline=None,
+    @settings(max_examples=25, deadline=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(argv=argv, tf_config=st.one_of(st.none(), tf_config))
     def check(argv, tf_config):
