@@ -6,9 +6,13 @@ time from launch to the target accuracy, beside the project's speed targets. Wit
 it reports medians; with --readme it rewrites the results section of README.md from the run.
 With --soak SECONDS it instead trains one example (Hogwild unless --only names another) for that
 long and prints every task's resident memory over time, and how fast it grows once warmed up.
+With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user would pick
+instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
+interleaved, and prints the figures and the ratios ours/peer beside the targets.
 
     python tools/benchmark.py [--repeats N] [--only Hogwild,AGN] [--readme]
     python tools/benchmark.py --soak 600 [--only Hogwild]
+    python tools/benchmark.py --peers [--repeats 3] [--torch_python P] [--tf2_python P]
 """
 import argparse
 import glob
@@ -43,9 +47,11 @@ def entry_points():
                          if not os.path.relpath(path, ROOT).startswith(("tools", "tests", "."))]
 
 
-def run_once(entry, extra_args, python):
-    """Run one entry point to the end; returns its measurements."""
-    if entry == BASELINE:
+def run_once(entry, extra_args, python, command=None):
+    """Run one entry point (or `command`, a peer's) to the end; returns its measurements."""
+    if command is not None:
+        command = list(command)
+    elif entry == BASELINE:
         command = [python, os.path.join(ROOT, BASELINE)]
     else:
         command = ["bash", os.path.join(ROOT, entry)]
@@ -61,7 +67,9 @@ def run_once(entry, extra_args, python):
                if accuracy >= TARGET_ACCURACY]
     return {"entry": entry, "exit_code": process.returncode, "wall_seconds": wall,
             "algorithm": results[0]["algorithm"] if results else None,
-            "workers": len(results),
+            # A peer's coordinator reports for all of its workers in one RESULT line.
+            "workers": max((r["workers"] for r in results), default=0) if command is not None
+            else len(results),
             "global_step": max((r["global_step"] for r in results), default=None),
             "test_accuracy": min((r["test_accuracy"] for r in results), default=None),
             "steps_per_second_per_worker": statistics.mean(
@@ -290,9 +298,184 @@ def soak_growth(cluster, samples, warm_up):
     return "\n".join(lines)
 
 
+# --peers: ours against the programs a user would pick instead (issue 19).
+PEERS_DIR = os.path.join(ROOT, "tools", "peers")
+TORCH_INSTALL = ("python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch numpy "
+                 "scikit-learn --index-url https://download.pytorch.org/whl/cpu, then "
+                 "--torch_python /tmp/torchvenv/bin/python")
+TF2_INSTALL = "bash setup.sh --tf2, then --tf2_python .venv-tf2/bin/python (found there by itself)"
+OURS = ["Hogwild/run.sh", "AGN/run.sh", "Synchronous-SGD/run.sh"]
+# name: (script in tools/peers, interpreter route, the modules it needs, how to install them)
+PEERS = {"tf2-ps": ("tf2_ps.py", "tf2", "tensorflow, sklearn", TF2_INSTALL),
+         "torch-ddp": ("torch_ddp.py", "torch", "torch, sklearn", TORCH_INSTALL),
+         "torch-hogwild": ("torch_hogwild.py", "torch", "torch, sklearn", TORCH_INSTALL)}
+# (ours, peer, measure, target or None): the pairs issue 19 names. A ratio is ours / peer:
+# below 1 for a time means ours is faster, above 1 for steps/s means ours is faster.
+PAIRS = [("Hogwild/run.sh", "tf2-ps", "wall_seconds", None),
+         ("AGN/run.sh", "tf2-ps", "wall_seconds", None),
+         ("Hogwild/run.sh", "tf2-ps", "launch_to_target_seconds", None),
+         ("AGN/run.sh", "tf2-ps", "launch_to_target_seconds", None),
+         ("Hogwild/run.sh", "tf2-ps", "aggregate_steps_per_second", None),
+         ("AGN/run.sh", "tf2-ps", "aggregate_steps_per_second", None),
+         ("Synchronous-SGD/run.sh", "torch-ddp", "wall_seconds", None),
+         ("Synchronous-SGD/run.sh", "torch-ddp", "launch_to_target_seconds", None),
+         ("Synchronous-SGD/run.sh", "torch-ddp", "aggregate_steps_per_second", 1.0),
+         ("Hogwild/run.sh", "torch-hogwild", "aggregate_steps_per_second", 0.25),
+         ("AGN/run.sh", "torch-hogwild", "aggregate_steps_per_second", 0.25)]
+MEASURES = {"wall_seconds": "whole launch s", "launch_to_target_seconds": "launch → %.2f s"
+            % TARGET_ACCURACY, "aggregate_steps_per_second": "aggregate steps/s"}
+K_NOTE = ("the torch Hogwild target is for K = 100 steps per run (per Session.run call), a "
+          "flag not yet built: the ratios shown are the K = 1 figures, one step per call")
+
+
+def peer_interpreters(options):
+    """The Python that runs each interpreter route: --torch_python / --tf2_python, else this
+    one for torch (where torch is importable) and .venv-tf2 for TF2."""
+    tf2 = options.tf2_python or os.path.join(ROOT, ".venv-tf2", "bin", "python")
+    return {"torch": options.torch_python or sys.executable, "tf2": tf2}
+
+
+def peer_skip_reason(name, python):
+    """None if the peer can run with `python`, else one line: why not, and how to install it."""
+    script, route, modules, install = PEERS[name]
+    if not python or not os.path.exists(python):
+        return "%s skipped: no interpreter at %s; install: %s" % (name, python, install)
+    check = "import sys, %s" % modules
+    if route == "tf2":
+        check += "; assert int(tensorflow.__version__.split('.')[0]) >= 2, 'TensorFlow 1'"
+    try:
+        process = subprocess.run([python, "-c", check], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=120,
+                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return "%s skipped: %s cannot run (%s); install: %s" % (name, python, error, install)
+    if process.returncode:
+        last = (process.stdout.decode("utf-8", "replace").strip().splitlines() or ["?"])[-1]
+        return "%s skipped: %s cannot import %s (%s); install: %s" % (
+            name, python, modules, last, install)
+    return None
+
+
+def ratio(mine, theirs):
+    return mine / theirs if mine is not None and theirs else None
+
+
+def paired_ratios(runs, mine, theirs, measure):
+    """ours / peer for each round in which both ran (interleaved: same load, same minute)."""
+    by_round = {}
+    for run in runs:
+        by_round.setdefault(run["round"], {})[run["entry"]] = run
+    values = [ratio(pair[mine].get(measure), pair[theirs].get(measure))
+              for pair in by_round.values() if mine in pair and theirs in pair]
+    return [value for value in values if value is not None]
+
+
+def spread(values, digits=1):
+    """median (min–max) of the values that are not None."""
+    values = [value for value in values if value is not None]
+    if not values:
+        return "-"
+    text = fmt(float(statistics.median(values)), digits)
+    return text if len(values) == 1 else "%s (%s–%s)" % (
+        text, fmt(float(min(values)), digits), fmt(float(max(values)), digits))
+
+
+def peers_table(runs, contestants):
+    header = ["program", "workers", "test accuracy", "whole launch s", MEASURES[
+        "launch_to_target_seconds"], "aggregate steps/s", "failed runs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in contestants:
+        mine = [run for run in runs if run["entry"] == name]
+        lines.append("| " + " | ".join([
+            name, fmt(mine[0]["workers"]) if mine else "-",
+            spread([r["test_accuracy"] for r in mine], 4),
+            spread([r["wall_seconds"] for r in mine]),
+            spread([r["launch_to_target_seconds"] for r in mine]),
+            spread([r["aggregate_steps_per_second"] for r in mine], 0),
+            "%d/%d" % (sum(r["exit_code"] != 0 for r in mine), len(mine))]) + " |")
+    return "\n".join(lines)
+
+
+def peers_ratios(runs):
+    """The ratios ours / peer of the pairs issue 19 names, median of the rounds (min–max)."""
+    header = ["ours / peer", "measure", "ratio, median of rounds (min–max)", "target"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for mine, theirs, measure, target in PAIRS:
+        values = paired_ratios(runs, mine, theirs, measure)
+        if not values:
+            continue
+        if target is None:
+            goal = "-"
+        elif theirs == "torch-hogwild":
+            goal = "≥ %.2f× at K = 100 (this is K = 1)*" % target
+        else:
+            goal = "≥ %.2f×" % target
+        lines.append("| %s / %s | %s | %s× | %s |" % (
+            mine.split("/")[0], theirs, MEASURES[measure], spread(values, 2), goal))
+    if len(lines) == 2:
+        return "(no pair ran: no ratio to show)"
+    if any("*" in line for line in lines):
+        lines.append("\n\\* " + K_NOTE + ".")
+    return "\n".join(lines)
+
+
+def load_average():
+    try:
+        return "load average %s" % " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "load average unknown"
+
+
+def run_peers(options, extra_args):
+    """Ours and every available peer, once per round, in a rotating order, --repeats rounds."""
+    interpreters = peer_interpreters(options)
+    contestants, commands = list(OURS), {}
+    for name, (script, route, _, _) in PEERS.items():
+        reason = peer_skip_reason(name, interpreters[route])
+        if reason:
+            print("[benchmark] " + reason, flush=True)
+            continue
+        contestants.append(name)
+        commands[name] = [interpreters[route], os.path.join(PEERS_DIR, script)]
+    extra_args = ["--log_every", "50"] + extra_args
+    started, runs, loads = time.time(), [], [load_average()]
+    for round_ in range(options.repeats):
+        order = contestants[round_ % len(contestants):] + contestants[:round_ % len(contestants)]
+        for name in order:
+            print("[benchmark] round %d of %d: %s" % (round_ + 1, options.repeats, name),
+                  flush=True)
+            run = run_once(name, extra_args, sys.executable, command=commands.get(name) and (
+                commands[name] + extra_args))
+            run["round"] = round_
+            if run["exit_code"]:
+                print(run["output_tail"], file=sys.stderr)
+            runs.append(run)
+        loads.append(load_average())
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "repeats": options.repeats, "contestants": contestants, "loads": loads,
+              "interpreters": {name: commands[name][0] for name in commands}, "runs": runs}
+    os.makedirs(OUTPUT, exist_ok=True)
+    with open(os.path.join(OUTPUT, "peers.json"), "w") as out:
+        json.dump(report, out, indent=1)
+    print("\n" + render_peers(report))
+    print("\n[benchmark] %d runs in %.0f s; raw results in %s" % (
+        len(runs), time.time() - started, os.path.relpath(os.path.join(OUTPUT, "peers.json"))))
+    return 1 if any(run["exit_code"] for run in runs) else 0
+
+
+def render_peers(report):
+    return ("%s\n\n%s\n\nRatios are ours / peer, round by round (the same load for both): "
+            "below 1× for a time, above 1× for steps/s, ours is faster.\n"
+            "%d interleaved rounds on %s, %s; %s." % (
+                peers_table(report["runs"], report["contestants"]), peers_ratios(report["runs"]),
+                report["repeats"], report["machine"], report["date"],
+                " → ".join(report["loads"])))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=1, help="runs per example (median)")
+    parser.add_argument("--repeats", type=int, help="runs per example (median); default 1, "
+                        "or 3 rounds with --peers")
     parser.add_argument("--only", help="comma-separated folder names (the baseline always runs)")
     parser.add_argument("--profile", action="store_true",
                         help="only measure CPU time per step of one process and of one ps + "
@@ -302,7 +485,19 @@ def main(argv=None):
     parser.add_argument("--soak", type=float, metavar="SECONDS",
                         help="only train one example (the first of --only, default Hogwild) "
                              "this long, and print its tasks' memory (RSS) over time")
+    parser.add_argument("--peers", action="store_true",
+                        help="run Hogwild, AGN and Synchronous-SGD beside TF2's "
+                             "ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild "
+                             "(those available), interleaved, and print the ratios ours/peer")
+    parser.add_argument("--torch_python", help="with --peers: a Python that imports torch (its "
+                        "own venv; torch is not a dependency of the project)")
+    parser.add_argument("--tf2_python", help="with --peers: a Python with TensorFlow 2 "
+                        "(default .venv-tf2/bin/python, from bash setup.sh --tf2)")
     options, extra_args = parser.parse_known_args(argv)
+    if options.peers:
+        options.repeats = 3 if options.repeats is None else options.repeats
+        return run_peers(options, extra_args)
+    options.repeats = 1 if options.repeats is None else options.repeats
     if options.profile:
         print(profile())
         return 0
