@@ -38,11 +38,15 @@ def script(request):
     return request.param
 
 
+KILLED_RUN_STEPS = 1000  # --train_steps of a run with a task killed at the chief's 200th step
+
+
 def kill_during_training(script, victim, timeout=TIMEOUT):
     """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 200th
     step); wait for the rest."""
-    return run_and_kill(script, victim, ["--train_steps", "1500", "--log_every", "50",
-                                         "--timeout", timeout], after=r"step 200 ", bound=BOUND)
+    return run_and_kill(script, victim, ["--train_steps", str(KILLED_RUN_STEPS),
+                                         "--log_every", "50", "--timeout", timeout],
+                        after=r"step 200 ", bound=BOUND)
 
 
 def classify(cluster, ended, victim):
@@ -70,44 +74,43 @@ def test_a_killed_worker(script, victim):
         assert cluster.returncodes() == {"ps0": 1, survivor: 0, victim: -signal.SIGKILL}
         assert re.search(r"%s \(\S+\) stopped without finishing; 1 of 2 workers finished"
                          % victim, output(cluster, "ps0")), output(cluster)
-        assert cluster.task(survivor).result()["global_step"] >= 1500
+        assert cluster.task(survivor).result()["global_step"] >= KILLED_RUN_STEPS
     else:
         assert outcome in ("survived", "failed cleanly"), output(cluster)
 
 
-def test_the_ps_killed(script):
-    """Not started again: after --timeout without progress every worker names the ps and exits
-    with the retryable code (a restarted ps is tests/test_lifecycle.py's)."""
-    if "\nPARAMETER_SERVERS = 0" in open(os.path.join(ROOT, script)).read():
-        pytest.skip("%s has no ps (its workers all-reduce among themselves)" % script)
-    cluster, ended = kill_during_training(script, "ps0", timeout="5")  # training is under way
-    outcome = OUTCOMES[("ps0 killed", script)] = classify(cluster, ended, "ps0")
-    assert outcome == "failed cleanly", output(cluster)
-    for name in ("worker0", "worker1"):
-        assert cluster.task(name).returncode == RETRYABLE, output(cluster)
-        assert re.search(r"lost the parameter server: ps0 \(\S+\) stopped answering",
-                         output(cluster, name)), output(cluster)
-
-
-def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
-    """Every task SIGKILLed at once (the machine lost power), then the same command again."""
+def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tmp_path):
+    """Two columns in one run. The ps is SIGKILLed and not started again: after --timeout without
+    progress every worker names it and exits with the retryable code (a ps restarted under
+    running workers is the restart columns' and tests/test_lifecycle.py's). Then the whole
+    cluster is started again with the same command line (a job resubmitted after its machine
+    died): it resumes from the last checkpoint in --log_dir. A script without a ps has every
+    worker SIGKILLed instead."""
     log_dir = str(tmp_path)
-    args = ["--log_every", "50", "--timeout", TIMEOUT, "--checkpoint_every", "100",
-            "--log_dir", log_dir]
+    args = ["--log_every", "50", "--checkpoint_every", "100", "--log_dir", log_dir]
+    has_ps = "\nPARAMETER_SERVERS = 0" not in open(os.path.join(ROOT, script)).read()
     crashed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
-                           args=["--train_steps", "100000"] + args)
+                           args=["--train_steps", "100000", "--timeout", "5"] + args)
     try:
         crashed.start()
         assert crashed.wait_for(lambda: last_checkpoint_step(log_dir) >= 100, BOUND), \
             output(crashed)
-        for task in crashed.tasks:
+        for task in crashed.tasks if not has_ps else [crashed.task("ps0")]:
             crashed.kill(task.name)
+        ended = crashed.wait(BOUND, stop_on_failure=False)
     finally:
         crashed.stop()
     assert_no_process_left(crashed)
+    if has_ps:
+        outcome = OUTCOMES[("ps0 killed", script)] = classify(crashed, ended, "ps0")
+        assert outcome == "failed cleanly", output(crashed)
+        for name in ("worker0", "worker1"):
+            assert crashed.task(name).returncode == RETRYABLE, output(crashed)
+            assert re.search(r"lost the parameter server: ps0 \(\S+\) stopped answering",
+                             output(crashed, name)), output(crashed)
     last = last_checkpoint_step(log_dir)
     resumed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
-                           args=["--train_steps", str(last + 300)] + args)
+                           args=["--train_steps", str(last + 300), "--timeout", TIMEOUT] + args)
     try:
         resumed.start()
         assert resumed.wait(BOUND), output(resumed)
@@ -118,7 +121,7 @@ def test_killed_and_restarted_with_log_dir_resumes(script, tmp_path):
     chief = worker_results(resumed)[0]
     assert chief["first_global_step"] >= last >= 100, chief
     assert chief["global_step"] >= last + 300
-    OUTCOMES[("all killed, restarted with --log_dir", script)] = "resumed"
+    OUTCOMES[("all ended, restarted with --log_dir", script)] = "resumed"
 
 
 # The restart columns: every role killed and started again with its own command line, in turn, in
