@@ -60,7 +60,7 @@ def free_ports(count, host="127.0.0.1"):
             sock.close()
 
 
-def _die_with_parent():
+def die_with_parent():
     """Runs in each child before exec: its own process group, and SIGKILL if we die."""
     os.setsid()
     try:
@@ -193,7 +193,7 @@ class LocalCluster:
         task.process = subprocess.Popen(
             task.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, env=task.env, cwd=os.path.dirname(self.script),
-            preexec_fn=_die_with_parent)
+            preexec_fn=die_with_parent)
         task.reader = threading.Thread(target=self._read, args=(task, task.process), daemon=True)
         task.reader.start()
 

@@ -4,6 +4,7 @@ else: these mirror the appendix helpers of Distributed-Setup/dist_setup.py (load
 worker_batches, initial_parameters, report), and tests/test_peers.py checks that they agree.
 """
 import argparse
+import ast
 import json
 import os
 import socket
@@ -57,18 +58,22 @@ def batch_indices(size, batch_size, seed):
         pending = pending[batch_size:]
 
 
-def initial_parameters(inputs, classes, seed, hidden=HIDDEN):
-    """Glorot-uniform weights and zero biases drawn with NumPy: the examples' θ₀, exactly."""
-    rng = np.random.RandomState(seed)
+def appendix_function(name):
+    """One NumPy-only helper of the examples' appendix, taken from the template's own text
+    (Distributed-Setup/dist_setup.py), so that the peers cannot drift from it: the template
+    imports TensorFlow, which a peer's interpreter may not have."""
+    template = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "Distributed-Setup", "dist_setup.py")
+    tree = ast.parse(open(template).read())
+    [function] = [node for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name == name]
+    namespace = {"np": np}
+    exec(compile(ast.Module(body=[function], type_ignores=[]), template, "exec"), namespace)
+    return namespace[name]
 
-    def glorot(fan_in, fan_out):
-        limit = np.sqrt(6.0 / (fan_in + fan_out))
-        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
 
-    return [("hidden_weights", glorot(inputs, hidden)),
-            ("hidden_biases", np.zeros(hidden, np.float32)),
-            ("output_weights", glorot(hidden, classes)),
-            ("output_biases", np.zeros(classes, np.float32))]
+# Glorot-uniform weights and zero biases drawn with NumPy: the examples' θ₀, exactly.
+initial_parameters = appendix_function("initial_parameters")
 
 
 def accuracy(params, images, labels):

@@ -18,7 +18,6 @@ Run it with the TensorFlow 2 environment (bash setup.sh --tf2):
     .venv-tf2/bin/python tools/peers/tf2_ps.py [--train_steps 1000] [--workers 2]
 The coordinator prints one RESULT line for all workers (it cannot tell which worker ran a step).
 """
-import ctypes
 import json
 import os
 import signal
@@ -29,16 +28,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from launch import die_with_parent  # noqa: E402  (each task: its own group, ended with us)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ALGORITHM = "tf2-parameter-server-strategy"
-
-
-def _die_with_parent():
-    os.setsid()
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def serve(cluster, job, index):
@@ -55,7 +49,7 @@ def start_servers(workers):
     cluster = {"ps": ["127.0.0.1:%d" % ports[0]],
                "worker": ["127.0.0.1:%d" % port for port in ports[1:]]}
     processes = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", job,
-                                   str(index), json.dumps(cluster)], preexec_fn=_die_with_parent,
+                                   str(index), json.dumps(cluster)], preexec_fn=die_with_parent,
                                   stdin=subprocess.DEVNULL)
                  for job, index in [("ps", 0)] + [("worker", i) for i in range(workers)]]
     return cluster, processes
