@@ -26,6 +26,12 @@ def example(relative_path):
     return os.path.join(ROOT, relative_path)
 
 
+def has_parameter_servers(path):
+    """Whether an example runs with a ps: every one does, except a script whose lesson sets
+    PARAMETER_SERVERS = 0 (its workers exchange among themselves, as AllReduce-SGD's)."""
+    return "\nPARAMETER_SERVERS = 0" not in open(os.path.join(ROOT, path)).read()
+
+
 def load_example(relative_path):
     """Import an example script as a module (for its flag parsing and graph building)."""
     path = example(relative_path)

@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from helpers import ROOT, free_ports, load_example, run_script
+from helpers import ROOT, free_ports, has_parameter_servers, load_example, run_script
 
 import shared_helpers
 
 # A script without a ps (PARAMETER_SERVERS = 0) has bad inputs of its own: its tests say which.
 DISTRIBUTED = [path for path in shared_helpers.example_scripts()
                if "def add_cluster_flags" in open(path).read()
-               and "\nPARAMETER_SERVERS = 0" not in open(path).read()]
+               and has_parameter_servers(path)]
 PS, WORKER0, WORKER1 = ("localhost:%d" % port for port in free_ports(3))
 CLUSTER = ["--ps_hosts", PS, "--worker_hosts", "%s,%s" % (WORKER0, WORKER1)]
 

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import ROOT, example, free_ports, load_example, run_script
+from helpers import ROOT, example, free_ports, has_parameter_servers, load_example, run_script
 from test_synchronous import SHARD, gradient, shards_and_initial_parameters
 
 import shared_helpers
@@ -25,7 +25,7 @@ import shared_helpers
 # placement in test_allreduce.py).
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
            if "def add_cluster_flags" in open(path).read()
-           and "\nPARAMETER_SERVERS = 0" not in open(path).read()]
+           and has_parameter_servers(path)]
 MULTI_GPU = "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"

@@ -10,8 +10,8 @@ import signal
 
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, last_checkpoint_step, output,
-                     run_and_kill, worker_results)
+from helpers import (ROOT, LocalCluster, assert_no_process_left, has_parameter_servers,
+                     last_checkpoint_step, output, run_and_kill, worker_results)
 
 import shared_helpers
 
@@ -90,7 +90,7 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
     # A checkpoint every 20 global steps and 50 more after the restart: a global step is a
     # round of T or H local steps per worker in SAGN and Local-SGD, so that keeps them short.
     args = ["--log_every", "50", "--checkpoint_every", "20", "--log_dir", log_dir]
-    has_ps = "\nPARAMETER_SERVERS = 0" not in open(os.path.join(ROOT, script)).read()
+    has_ps = has_parameter_servers(script)
     crashed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
                            args=["--train_steps", "100000", "--timeout", "5"] + args)
     try:
