@@ -540,6 +540,9 @@ def why_stuck(args, reached=None, server=None):
     """Which task is silent, and whether it never came up or stopped answering (reached: the ps
     tasks known to have been up; None: assume they were)."""
     down = unreachable(args.cluster, "ps")
+    if down:  # a port that refused one connection may be busy: it is down if it refuses twice
+        time.sleep(0.5)
+        down = sorted(set(down) & set(unreachable(args.cluster, "ps")))
     if down:
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
@@ -618,16 +621,17 @@ def ready_queue():
 def run_parameter_server(args, server):
     """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
     worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
-    port closes after it said "started" but before "done", or that sends no heartbeat for
-    --timeout seconds (frozen, cut off), is lost; once the others are done the ps names it and
-    exits 1. A worker that has not started within --timeout is named too."""
+    port stays closed for --timeout seconds after it said "started" but before "done" (time
+    for a cluster manager to start it again), or that sends no heartbeat for --timeout seconds
+    (frozen, cut off), is lost; once the others are done the ps names it and exits 1. A worker
+    that has not started within --timeout is named too."""
     me = task_name("ps", args.task_index)
     everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
         queue = status_queues(args.cluster)[args.task_index]
         waiting, dequeue = queue.size(), queue.dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
-            started, done, strikes, heard, silent = set(), set(), {}, {}, set()
+            started, done, closed_since, heard, silent = set(), set(), {}, {}, set()
             while True:
                 time.sleep(0.2)  # between looks at the ports and the queue
                 # The ports first, then the queue: a worker whose port was already closed has
@@ -644,7 +648,8 @@ def run_parameter_server(args, server):
                     if down == everyone or time.time() - all_done_at > args.timeout:
                         break
                     continue
-                strikes = {index: strikes.get(index, 0) + 1 for index in (down & started) - done}
+                closed_since = {index: closed_since.get(index, time.monotonic())
+                                for index in (down & started) - done}
                 frozen = {index for index in started - done - down
                           if time.monotonic() - heard[index] > args.timeout}
                 for index in sorted(frozen - silent):
@@ -653,7 +658,8 @@ def run_parameter_server(args, server):
                           % (me, describe(args.cluster, "worker", [index]), args.timeout),
                           file=sys.stderr, flush=True)
                 silent = frozen
-                lost = sorted(frozen | {index for index, count in strikes.items() if count >= 3})
+                lost = sorted(frozen | {index for index, since in closed_since.items()
+                                        if time.monotonic() - since > args.timeout})
                 never_up = sorted(everyone - started - done)
                 if lost and len(done) + len(lost) == len(everyone):
                     print("[%s] error: %s stopped without finishing; %d of %d workers finished"
@@ -673,17 +679,22 @@ def run_parameter_server(args, server):
 
 def tell_parameter_servers(args, server, status):
     """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
-    whose ps is not up yet retries once a second; watching the ports (bounded by the Watchdog)
-    connects the moment they open."""
+    whose ps is not up yet retries once a second; watching the ports connects the moment they
+    open. An UnavailableError (a ps that is restarting, a connection that a restarted task's
+    previous process left behind) is retried with a new session; the Watchdog bounds it all."""
     if not args.cluster["ps"]:
         return
-    while unreachable(args.cluster, "ps"):
-        time.sleep(0.05)
     with tf.Graph().as_default():
         enqueues = [queue.enqueue((args.task_index, status))
                     for queue in status_queues(args.cluster)]
-        with tf.Session(server.target, config=session_config(args)) as sess:
-            sess.run(enqueues)
+        while True:
+            while unreachable(args.cluster, "ps"):
+                time.sleep(0.05)
+            try:
+                with tf.Session(server.target, config=session_config(args)) as sess:
+                    return sess.run(enqueues)
+            except tf.errors.UnavailableError:
+                time.sleep(0.1)
 
 
 def wait_until_chief_is_ready(args, server):
