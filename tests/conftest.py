@@ -2,6 +2,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
 
 def pytest_configure(config):
@@ -9,6 +10,13 @@ def pytest_configure(config):
     # TensorFlow 2.x (pytest -m tf2): every example trains to its accuracy, every update rule is
     # exact, placement, the notebooks, and the fault matrix for one example of each family.
     config.addinivalue_line("markers", "tf2: part of the TensorFlow 2.x compatibility run")
+    # Every LocalCluster task forks from an interpreter that has imported TensorFlow already
+    # (tests/zygote.py), unless TESTS_WITHOUT_ZYGOTE=1: then each is a process from scratch.
+    if os.environ.get("TESTS_WITHOUT_ZYGOTE") != "1":
+        import zygote
+        from launch import LocalCluster, start_process
+        LocalCluster.spawn = staticmethod(
+            lambda command, env, cwd: zygote.spawn(command, env, cwd, fallback=start_process))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -127,8 +127,18 @@ class Task:
         return None
 
 
+def start_process(command, env, cwd):
+    """A task's process: its output (stdout and stderr) in one pipe, its own process group."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=env, cwd=cwd, preexec_fn=die_with_parent)
+
+
 class LocalCluster:
-    """Parameter servers and workers of one example script, as processes on this machine."""
+    """Parameter servers and workers of one example script, as processes on this machine.
+    `spawn(command, env, cwd)` starts each (the tests start theirs from a pre-loaded
+    interpreter: tests/zygote.py)."""
+
+    spawn = staticmethod(start_process)
 
     def __init__(self, script, workers=2, ps=None, args=(), python=None, env=None, echo=True,
                  host="localhost", ports=None, task_env=None, task_args=None):
@@ -190,10 +200,7 @@ class LocalCluster:
 
     def _spawn(self, task):
         task.done = False
-        task.process = subprocess.Popen(
-            task.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=task.env, cwd=os.path.dirname(self.script),
-            preexec_fn=die_with_parent)
+        task.process = self.spawn(task.command, task.env, os.path.dirname(self.script))
         task.reader = threading.Thread(target=self._read, args=(task, task.process), daemon=True)
         task.reader.start()
 
