@@ -191,6 +191,39 @@ def all_reduce():
         note="collective ops between the workers; the replicas stay identical")
 
 
+def decentralized():
+    """Workers only, no ps: four replicas and one round of gossip, each worker taking the θ of
+    the peer it drew (a worker may be drawn by several, or by none)."""
+    figure, axes = plt.subplots(figsize=(6.2, 4.9))
+    axes.set_xlim(0, 1)
+    axes.set_ylim(-0.1, 1.02)
+    axes.axis("off")
+    axes.set_title("decentralized: Gossip-SGD, AD-PSGD (no ps)", fontsize=12, loc="left")
+    corners = [(0.2, 0.66), (0.8, 0.66), (0.2, 0.17), (0.8, 0.17)]
+    for task, (x, y) in enumerate(corners):
+        index = "₀₁₂₃"[task]
+        box(axes, x, y, 0.34, 0.25, "worker%d" % task,
+            "θ%s: its own replica\nlocal steps on its shard" % index, WORKER_COLOUR)
+    # One round: worker0 and worker1 drew each other, worker2 drew worker0, worker3 worker2.
+    for start, end, label in [((0.37, 0.70), (0.63, 0.70), "θ₀"),
+                              ((0.63, 0.62), (0.37, 0.62), "θ₁"),
+                              ((0.27, 0.53), (0.27, 0.30), "θ₀"),
+                              ((0.37, 0.17), (0.63, 0.17), "θ₂")]:
+        arrow(axes, start, end, "", GRADIENT_COLOUR, 1)
+        vertical = start[0] == end[0]
+        axes.text((start[0] + end[0]) / 2 + (0.03 if vertical else 0),
+                  (start[1] + end[1]) / 2 + (0 if vertical else 0.02), label,
+                  color=GRADIENT_COLOUR, fontsize=10, ha="left" if vertical else "center",
+                  va="center" if vertical else "bottom")
+    axes.text(0.5, 0.86, "θᵢ ← (θᵢ + θⱼ)/2, with a random peer j", ha="center",
+              va="bottom", fontsize=11)
+    axes.text(0.5, -0.09, "Gossip-SGD: every T steps, a seeded peer; AD-PSGD: every step,\n"
+              "both set to the mean under locks, then θᵢ ← θᵢ − η·gᵢ", ha="center",
+              va="bottom", fontsize=9.5, style="italic", color="#333333", linespacing=1.3)
+    figure.subplots_adjust(left=0.02, right=0.98, top=0.9, bottom=0.03)
+    return figure
+
+
 # Each diagram: its function, and where it is shown (relative to the repository's root).
 DIAGRAMS = {"Basics-Tutorial/ps-and-workers.png": ps_and_workers,
             "diagrams/asynchronous.png": asynchronous,
@@ -199,7 +232,8 @@ DIAGRAMS = {"Basics-Tutorial/ps-and-workers.png": ps_and_workers,
             "diagrams/staleness.png": staleness,
             "diagrams/synchronous.png": synchronous,
             "diagrams/synchronous-rounds.png": synchronous_rounds,
-            "diagrams/all-reduce.png": all_reduce}
+            "diagrams/all-reduce.png": all_reduce,
+            "diagrams/decentralized.png": decentralized}
 # The READMEs that show each family's diagram: every example folder's, and the main README.
 SHOWN_IN = {
     "diagrams/asynchronous.png": ["Distributed-Setup", "Hogwild", "Multiple-GPUs-Single-Machine"],
@@ -208,7 +242,8 @@ SHOWN_IN = {
     "diagrams/staleness.png": ["DynSGD", "Staleness-Aware-SGD"],
     "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates"],
     "diagrams/synchronous-rounds.png": ["SAGN", "Local-SGD"],
-    "diagrams/all-reduce.png": ["AllReduce-SGD"]}
+    "diagrams/all-reduce.png": ["AllReduce-SGD"],
+    "diagrams/decentralized.png": ["Gossip-SGD", "AD-PSGD"]}
 
 
 def write(out=None):
