@@ -1,0 +1,1145 @@
+"""AD-PSGD: asynchronous decentralized parallel SGD, every step averaging with one neighbour.
+
+Every worker i holds its own replica θᵢ of the parameters, on its own task: there is no
+parameter server and no global average. Each step, worker i computes the gradient g of a
+minibatch of its own shard at θᵢ; then, atomically, it sets θᵢ and the replica θⱼ of one
+neighbour j both to their mean; then it applies g to its own replica:
+
+    g ← ∇F(θᵢ; ξᵢ);     θᵢ, θⱼ ← (θᵢ + θⱼ)/2;     θᵢ ← θᵢ − η·g
+
+Nobody waits for anybody's step: j goes on computing while i averages with θⱼ. An averaging
+holds the locks of both replicas (a queue on the replica's task that holds one token while
+nobody averages it), taken in the order of the replicas' indices: two averagings of one replica
+never interleave, and no two wait for each other in a circle. j is drawn from a seeded random
+schedule, uniform over the other workers, so that a run can be replayed. At the end every worker
+reports its test accuracy at its own θᵢ, and worker 0 the consensus distance maxᵢ ‖θᵢ − θ̄‖
+(θ̄: the mean of the M replicas). Lian, Zhang, Zhang & Liu, "Asynchronous Decentralized
+Parallel Stochastic Gradient Descent", ICML 2018, arXiv:1710.06952.
+
+One host (two workers, no ps, on free ports):   bash run.sh     (WORKERS=4 bash run.sh)
+Several hosts, one command per worker (there is no ps):
+    python AD-PSGD.py --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0
+    python AD-PSGD.py --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=1
+or without the cluster flags, from TF_CONFIG (a TFJob with Worker replicas only).
+"""
+import argparse
+import collections
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO and WARNING lines
+import tensorflow.compat.v1 as tf  # noqa: E402
+
+tf.logging.set_verbosity(tf.logging.ERROR)
+tf.disable_v2_behavior()
+
+ALGORITHM = "ad_psgd"
+PARAMETER_SERVERS = 0  # AD-PSGD: workers only (the launcher and the appendix read this)
+STARTED = time.time()
+Replica = collections.namedtuple("Replica", "index device params global_step averagings lock "
+                                            "finished")
+
+
+def parse_flags(argv=None):
+    parser = example_parser(__doc__, train_steps=1000, learning_rate=0.1)
+    args = parse_example_flags(parser, argv)
+    if len(args.cluster["worker"]) < 2:
+        parser.error("AD-PSGD needs at least two workers (a neighbour to average with), got 1")
+    return args
+
+
+def build_graph(args):
+    """Every replica θⱼ on task j; g at θᵢ; this worker's step with each neighbour j."""
+    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
+                                                                            args.seed)
+    me, workers = args.task_index, len(args.cluster["worker"])
+    initial = initial_parameters(train_images.shape[1], 10, args.seed)
+    replicas = [declare_replica(j, initial, is_chief(args)) for j in range(workers)]
+    mine = replicas[me]
+    with tf.device(mine.device):
+        images, labels = worker_batches(train_images, train_labels, me, workers,
+                                        args.batch_size, args.seed)
+        loss = cross_entropy(mine.params, images, labels)
+        gradient = pack(tf.gradients(loss, mine.params))  # AD-PSGD: g at θᵢ as it is now
+        step_with = {j: average_then_step(mine, replicas[j], gradient, args.learning_rate)
+                     for j in range(workers) if j != me}
+        test_accuracy = accuracy(mine.params, test_images, test_labels)
+    if is_chief(args):  # AD-PSGD: every replica is ready: each lock gets its first token
+        tf.add_to_collection(tf.GraphKeys.GLOBAL_STEP, mine.global_step)  # (for checkpoints)
+        start = tf.group(*[replica.lock.enqueue(0) for replica in replicas])
+    else:  # AD-PSGD: a peer starts once its lock holds a token: it takes it and gives it back
+        with tf.control_dependencies([mine.lock.dequeue()]):
+            start = mine.lock.enqueue(0)
+    return {"step_with": step_with, "loss": loss, "gradient": gradient, "start": start,
+            "global_step": mine.global_step, "averagings": mine.averagings.read_value(),
+            "test_accuracy": test_accuracy, "say_finished": mine.finished.close(),
+            "finished": [replica.finished.dequeue() for replica in replicas],
+            "global_steps": [replica.global_step.read_value() for replica in replicas],
+            "every_replica": [pack(replica.params) for replica in replicas]}
+
+
+def declare_replica(j, initial, chief):
+    """θⱼ, its step and averaging counters, lock, and a queue j closes at its end: on task j, as
+    worker<j>/… in every graph; global variables of the chief's only (it initializes them all)."""
+    kept = {} if chief else {"collections": []}
+    with tf.device("/job:worker/task:%d" % j), tf.name_scope("worker%d" % j):
+        params = create_parameters(initial, use_resource=True, **kept)
+        counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name, use_resource=True,
+                                **kept) for name in ("global_step", "averagings")]
+        queues = [tf.FIFOQueue(1, tf.int32, [[]], shared_name="worker%d/%s" % (j, name),
+                               name=name) for name in ("lock", "finished")]
+    return Replica(j, "/job:worker/task:%d" % j, params, *counters, *queues)
+
+
+def average_then_step(mine, peer, gradient, learning_rate):
+    """Holding the locks of θᵢ and θⱼ: θᵢ, θⱼ ← (θᵢ + θⱼ)/2, then θᵢ ← θᵢ − η·g. Returns the
+    step counter, and the averaging's place in the history of θᵢ and θⱼ (for the tests)."""
+    first, second = sorted([mine, peer], key=lambda replica: replica.index)
+    with tf.control_dependencies([gradient]):  # AD-PSGD: g first; the locks in index order
+        take_first = first.lock.dequeue()
+    with tf.control_dependencies([take_first]):
+        take_second = second.lock.dequeue()
+    with tf.control_dependencies([take_second]):  # AD-PSGD: every read and write holds both
+        with tf.device(peer.device):  # (θⱼ packed on its task crosses as one message)
+            theirs = pack(peer.params)
+        mean = (pack(mine.params) + theirs) / 2
+        with tf.device(peer.device):  # (and so does the mean)
+            writes = [variable.assign(value, read_value=False)
+                      for variable, value in zip(peer.params, unpack(mean, peer.params))]
+        writes += [variable.assign(value, read_value=False) for variable, value in
+                   zip(mine.params, unpack(mean - learning_rate * gradient, mine.params))]
+        places = tf.stack([r.averagings.assign_add(1).read_value() for r in (mine, peer)])
+        global_step = mine.global_step.assign_add(1).read_value()
+    with tf.control_dependencies(writes + [places, global_step]):
+        give_back = [second.lock.enqueue(0), first.lock.enqueue(0)]
+    with tf.control_dependencies(give_back):
+        return tf.identity(global_step), tf.identity(places)
+
+
+def neighbour_schedule(seed, worker, workers):
+    """The neighbour of each of this worker's steps: uniform over the others."""
+    draws = np.random.RandomState([seed, worker])
+    while True:
+        yield (worker + 1 + draws.randint(workers - 1)) % workers
+
+
+def train(args, server, watchdog):
+    """Each step with the neighbour the schedule draws; then wait until no replica changes."""
+    graph = build_graph(args)
+    me, workers = args.task_index, len(args.cluster["worker"])
+    config = session_config(args)
+    config.device_filters.append("/job:worker")  # AD-PSGD: it reads and writes its peers' θⱼ
+    neighbours = neighbour_schedule(args.seed, me, workers)
+    within = tf.RunOptions(timeout_in_ms=int(args.timeout * 500))  # see `naming`
+    with training_session(args, server, graph, watchdog, config=config,
+                          scaffold=tf.train.Scaffold(local_init_op=graph["start"])) as (sess, loop):
+        while loop.running():
+            peer = next(neighbours)
+            with naming(args, peer):
+                (global_step, _), loss = sess.run([graph["step_with"][peer], graph["loss"]],
+                                                  options=within)
+            loop.step(loss, global_step)
+        sess.run(graph["say_finished"])
+        for peer in sorted(set(range(workers)) - {me}):
+            wait_until_finished(args, sess, graph, peer, loop, within)
+        fields = {"averagings": int(sess.run(graph["averagings"]))}
+        if is_chief(args):  # AD-PSGD: every θⱼ is final now
+            thetas = np.array(sess.run(graph["every_replica"]), np.float64)
+            distance = np.linalg.norm(thetas - thetas.mean(axis=0), axis=1).max()
+            fields["consensus_distance"] = round(float(distance), 6)
+            print("[worker0] consensus distance maxᵢ ‖θᵢ − θ̄‖ = %.6f" % distance, flush=True)
+    return loop.report(**fields)
+
+
+def wait_until_finished(args, sess, graph, peer, loop, within):
+    """Until the peer closes its queue `finished`, as long as its step counter moves."""
+    steps = None
+    with naming(args, peer), contextlib.suppress(tf.errors.OutOfRangeError):  # (closed)
+        while True:
+            try:
+                sess.run(graph["finished"][peer], options=within)  # (never filled)
+            except tf.errors.DeadlineExceededError:
+                moved, steps = steps, sess.run(graph["global_steps"][peer], options=within)
+                if moved == steps:
+                    raise  # no step for half of --timeout
+                loop.exchanged(loop.global_step)
+
+
+@contextlib.contextmanager
+def naming(args, peer):
+    """A peer that holds up a run for --timeout/2 ends this worker, named (then main exits 138)."""
+    try:
+        yield
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError):
+        down = describe(args.cluster, "worker", unreachable(args.cluster, "worker"))
+        print("[worker%d] error: no answer from %s within %g s: %s" % (
+            args.task_index, describe(args.cluster, "worker", [peer]), args.timeout / 2,
+            down + " stopped (its port is closed)" if down else "every port is open, so it, "
+            "or a worker that holds a lock it needs, is frozen"), file=sys.stderr, flush=True)
+        raise
+
+
+# =============================================================================================
+# Appendix: what every example shares (flags, cluster lifecycle, data and model, the RESULT
+# line). It is the same, line for line, in every script, so that one file can be copied alone;
+# tools/shared_helpers.py keeps the copies identical, and Distributed-Setup/README.md explains
+# them. Nothing below is specific to the algorithm above.
+# =============================================================================================
+RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
+
+
+def uses_parameter_servers():
+    """False in a script whose lesson sets PARAMETER_SERVERS = 0 (the workers exchange among
+    themselves, as in an all-reduce): its cluster has workers only, and the lifecycle that a ps
+    hosts (readiness, the end of the run) is done among the workers, led by worker 0."""
+    return globals().get("PARAMETER_SERVERS", 1) > 0
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad input ends with one line that names the problem, and exit code 2; --help shows
+    every default."""
+
+    def __init__(self, **options):
+        super().__init__(formatter_class=DefaultsInHelp, **options)
+
+    def error(self, message):
+        printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
+
+
+class DefaultsInHelp(argparse.HelpFormatter):
+    """Each flag's help ends with its default, where it has one."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or (
+                action.default == argparse.SUPPRESS):
+            return action.help
+        return "%s (default: %s)" % (action.help, action.default)
+
+
+def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
+    """The command line of every example: the cluster, then training, with these defaults; the
+    algorithm adds its own flags."""
+    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
+    add_cluster_flags(parser)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
+
+
+def add_cluster_flags(parser):
+    cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
+                                        "localhost:2224)" % ("one ps on localhost:2222"
+                                                             if uses_parameter_servers()
+                                                             else "no ps"))
+    cluster.add_argument("--job_name", choices=["ps", "worker"],
+                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
+    cluster.add_argument("--task_index", type=int,
+                         help="this task's index within its job; worker 0 is the chief")
+    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
+    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
+    cluster.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds without progress after which a task gives up on a peer "
+                              "(one that never came up, died, froze or is cut off), exiting "
+                              "with the retryable code %d" % RETRYABLE_EXIT_CODE)
+
+
+def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
+    training = parser.add_argument_group("training")
+    training.add_argument("--train_steps", type=int, default=train_steps,
+                          help="stop when the global step reaches this many updates")
+    training.add_argument("--batch_size", type=int, default=batch_size,
+                          help="examples per minibatch, per worker")
+    training.add_argument("--learning_rate", type=float, default=learning_rate,
+                          help="step size η of gradient descent")
+    training.add_argument("--seed", type=int, default=0,
+                          help="seeds the data split, the initial parameters and the shuffling")
+    training.add_argument("--dataset", choices=["digits", "mnist"], default="digits",
+                          help="'digits' ships with scikit-learn; 'mnist' downloads once")
+    training.add_argument("--log_dir",
+                          help="checkpoints and TensorBoard summaries go here, and a restarted "
+                               "run resumes from them; without it nothing is written")
+    training.add_argument("--log_every", type=int, default=250,
+                          help="print progress and evaluate the test set every this many "
+                               "local steps")
+    training.add_argument("--checkpoint_every", type=int, default=500,
+                          help="with --log_dir, save a checkpoint every this many global steps")
+    training.add_argument("--step_delay", type=float, default=0.0,
+                          help="seconds this task sleeps after each step: a deliberate straggler, "
+                               "for experiments and tests")
+
+
+def parse_example_flags(parser, argv):
+    """Parse and check the command line (or TF_CONFIG): every mistake is said before any server
+    starts."""
+    args = parser.parse_args(argv)
+    check_training_flags(parser, args)
+    args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
+    check_log_dir(parser, args)
+    return args
+
+
+def check_training_flags(parser, args):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+        if getattr(args, name) <= 0:
+            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
+    if not args.learning_rate > 0:
+        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
+    if args.step_delay < 0:
+        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+
+
+def parse_host_list(parser, flag, text, needed=True):
+    hosts = [host.strip() for host in text.split(",")] if text else []
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
+    if not hosts and needed:
+        parser.error("%s: at least one host:port is needed" % flag)
+    return hosts
+
+
+def cluster_from_flags(parser, args):
+    """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or, without
+    them, from the engine that started this task: TF_CONFIG (Kubeflow's TFJob) or Slurm."""
+    if not args.timeout > 0:
+        parser.error("--timeout must be positive, got %g" % args.timeout)
+    flags_given = any(getattr(args, name) is not None
+                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
+    if not flags_given and os.environ.get("TF_CONFIG"):
+        ps_hosts, worker_hosts, job_name, task_index = cluster_from_tf_config(
+            parser, os.environ["TF_CONFIG"])
+    elif not flags_given and os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_PROCID"):
+        ps_hosts, worker_hosts, job_name, task_index = cluster_from_slurm(parser, os.environ)
+    else:
+        def given(value, default):
+            return default if value is None else value
+        ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
+        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
+        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
+               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
+    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
+        parser.error("this example has no parameter server (the workers exchange among "
+                     "themselves): start workers only, without ps hosts")
+    if job_name not in cluster:
+        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
+    if not 0 <= task_index < len(cluster[job_name]):
+        parser.error("task index %d is out of range: there are %d %s task(s)"
+                     % (task_index, len(cluster[job_name]), job_name))
+    every_host = cluster["ps"] + cluster["worker"]
+    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
+    if duplicates:
+        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
+    port = int(cluster[job_name][task_index].rpartition(":")[2])
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("", port))
+    except OSError:
+        parser.error("port %d is already in use on this machine: stop what holds it or pick "
+                     "another port" % port)
+    finally:
+        probe.close()
+    return cluster, job_name, task_index
+
+
+def cluster_from_tf_config(parser, text):
+    """(ps hosts, worker hosts, job, index) from TF_CONFIG as Kubeflow's TFJob writes it (its
+    "environment" key is ignored). Worker 0 is the chief here and every worker evaluates, so the
+    operator's chief, master and evaluator roles are refused, saying what to declare instead."""
+    try:
+        tf_config = json.loads(text)
+        if isinstance(tf_config, dict) and "sparseCluster" in tf_config:
+            parser.error("TF_CONFIG has a sparseCluster (a TFJob with enableDynamicWorker): every "
+                         "task needs the whole cluster here, so leave enableDynamicWorker off")
+        cluster, task = tf_config["cluster"], tf_config["task"]
+        job_name, roles = str(task["type"]), set(cluster)
+        for role in ("chief", "master"):
+            if role in roles | {job_name}:
+                parser.error("TF_CONFIG: a '%s' job is not used here: worker 0 is the chief, so "
+                             "declare it as one more worker (in a TFJob: no %s replica, Worker "
+                             "replicas + 1)" % (role, role.capitalize()))
+        if "evaluator" in roles | {job_name}:
+            parser.error("unknown job name 'evaluator' in TF_CONFIG: every worker evaluates the "
+                         "test set itself, so drop the TFJob's Evaluator replica")
+        if roles - {"ps", "worker"}:
+            parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
+                         "chief), got %s" % sorted(roles))
+        ps_hosts, worker_hosts = ",".join(cluster.get("ps", [])), ",".join(cluster["worker"])
+        task_index = int(task["index"])
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
+                     "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
+                     % (type(error).__name__, error))
+    return ps_hosts, worker_hosts, job_name, task_index
+
+
+def cluster_from_slurm(parser, environ):
+    """(ps hosts, worker hosts, job, index) of this task of a Slurm job step, one Slurm task per
+    TF task: the first $SLURM_PS_TASKS (default 1) are parameter servers, the others workers.
+    Every task works out every task's address alone, so they are where srun's default block
+    distribution puts them (node by node, in SLURM_STEP_NODELIST's order), and the i-th task on
+    a node listens on 16384 + (job id mod 512) * 32 + i: ports 16384-32767, below Linux's
+    ephemeral range, and two jobs that share a node collide only if their ids do mod 512."""
+    if not environ.get("SLURM_STEP_NODELIST"):
+        parser.error("Slurm: this is a job's batch script, not a task of a job step: start "
+                     "every task with srun (see Cluster-Engines/slurm/train.sbatch)")
+    try:
+        nodes = expand_hostlist(environ["SLURM_STEP_NODELIST"])
+        counts = expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
+        rank, job_id = int(environ["SLURM_PROCID"]), int(environ["SLURM_JOB_ID"])
+        here = (environ["SLURMD_NODENAME"], int(environ["SLURM_LOCALID"]))
+        ps_tasks = int(environ.get("SLURM_PS_TASKS", "1"))
+    except (ValueError, KeyError) as error:
+        parser.error("Slurm: cannot read the step's environment (%s: %s)"
+                     % (type(error).__name__, error))
+    if len(nodes) != len(counts) or not 0 < max(counts) <= 32:
+        parser.error("Slurm: SLURM_STEP_NODELIST=%s and SLURM_STEP_TASKS_PER_NODE=%s do not "
+                     "match, or a node has more than 32 tasks"
+                     % (environ["SLURM_STEP_NODELIST"], environ["SLURM_STEP_TASKS_PER_NODE"]))
+    placement = [(node, local) for node, count in zip(nodes, counts) for local in range(count)]
+    if not 0 < ps_tasks < len(placement):
+        parser.error("Slurm: SLURM_PS_TASKS=%d of %d tasks leaves no worker or no ps: give "
+                     "srun --ntasks more than SLURM_PS_TASKS" % (ps_tasks, len(placement)))
+    if not 0 <= rank < len(placement) or placement[rank] != here:
+        parser.error("Slurm: task %d runs on %s as local task %d, not where block distribution "
+                     "puts it: start the tasks with srun --distribution=block" % ((rank,) + here))
+    base = 16384 + job_id % 512 * 32
+    hosts = ["%s:%d" % (node, base + local) for node, local in placement]
+    job_name, task_index = ("ps", rank) if rank < ps_tasks else ("worker", rank - ps_tasks)
+    return ",".join(hosts[:ps_tasks]), ",".join(hosts[ps_tasks:]), job_name, task_index
+
+
+def expand_hostlist(text):
+    """Slurm's compressed host list ('node[01-03,7],gpu1') as names, in its order, as
+    `scontrol show hostnames` prints them (no process started: it may not be on every node)."""
+    names, start, depth = [], 0, 0
+    for at, char in enumerate(text + ","):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            names += expand_host(text[start:at])
+            start = at + 1
+    if depth or not all(names):
+        raise ValueError("'%s' is not a Slurm host list" % text)
+    return names
+
+
+def expand_host(pattern):
+    """'a[1-2]b[08-09]' -> a1b08, a1b09, a2b08, a2b09: each range keeps its zero padding."""
+    head, bracket, rest = pattern.partition("[")
+    if not bracket:
+        return [pattern]
+    ranges, _, tail = rest.partition("]")
+    names = []
+    for item in ranges.split(","):
+        low, _, high = item.partition("-")
+        for number in range(int(low), int(high or low) + 1):
+            names += [head + str(number).zfill(len(low)) + name for name in expand_host(tail)]
+    return names
+
+
+def expand_tasks_per_node(text):
+    """'2(x3),1' -> [2, 2, 2, 1]: tasks on each node of the step, in the node list's order."""
+    counts = []
+    for item in text.split(","):
+        count, _, times = item.partition("(x")
+        counts += [int(count)] * int(times.rstrip(")") or 1)
+    return counts
+
+
+def is_chief(args):
+    return args.job_name == "worker" and args.task_index == 0
+
+
+def check_log_dir(parser, args):
+    """The chief writes --log_dir: one that cannot hold a checkpoint is bad input, said now."""
+    if not args.log_dir or not is_chief(args):
+        return
+    if os.path.exists(args.log_dir) and not os.path.isdir(args.log_dir):
+        parser.error("--log_dir %s is a file, not a directory: name a directory" % args.log_dir)
+    probe = os.path.join(args.log_dir, ".write-test-%d" % os.getpid())
+    try:
+        os.makedirs(args.log_dir, exist_ok=True)
+        with open(probe, "w") as file:
+            file.write("x" * 4096)
+        os.remove(probe)
+    except OSError as error:
+        parser.error("--log_dir %s cannot be written (%s): name a writable directory with free "
+                     "space" % (args.log_dir, error.strerror or error))
+
+
+def claim_log_dir(args, who):
+    """Checkpoints of two runs in one --log_dir would interleave, so the chief holds a lock on it
+    for as long as it runs (the kernel drops it when the process ends, however it ends)."""
+    if not args.log_dir or not is_chief(args):
+        return True
+    args.log_dir_lock = open(os.path.join(args.log_dir, ".lock"), "a+")
+    try:
+        fcntl.flock(args.log_dir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        args.log_dir_lock.seek(0)
+        print("[%s] error: --log_dir %s is in use by another run (%s): give each run its own "
+              "--log_dir" % (who, args.log_dir, args.log_dir_lock.read().strip() or "running"),
+              file=sys.stderr)
+        return False
+    args.log_dir_lock.truncate(0)
+    args.log_dir_lock.write("pid %d on %s" % (os.getpid(), socket.gethostname()))
+    args.log_dir_lock.flush()
+    return True
+
+
+def task_name(job_name, task_index):
+    return "%s%d" % (job_name, task_index)
+
+
+def session_config(args):
+    """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
+    the other workers: a worker only needs the ps tasks and itself. Without a ps, worker 0
+    leads the collective ops' groups and holds the end-of-run queues."""
+    config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
+                            operation_timeout_in_ms=int(args.timeout * 1000),
+                            device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
+                                                                             args.task_index)])
+    if not args.cluster["ps"]:
+        config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
+        config.device_filters.append("/job:worker/task:0")
+    return config
+
+
+class Watchdog:
+    """Liveness by progress. A worker that has made no progress for --timeout seconds (a ps or
+    a peer that died, froze or is cut off) says which task is silent and exits with the
+    retryable code; TensorFlow alone could wait forever. Anything shorter (lost packets, a short
+    link flap, a ps restarted from its checkpoint) is ridden out: TensorFlow retries, and the
+    MonitoredSession re-creates a session it lost. Meanwhile it sends the ps a heartbeat, so
+    that the ps can tell a frozen worker from a slow one."""
+
+    def __init__(self, args, server):
+        self.args, self.server = args, server
+        self.who = task_name(args.job_name, args.task_index)
+        self.last_progress = time.monotonic()
+        self.reached = set()  # ps tasks that accepted a connection at least once
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+        self.heartbeat = threading.Thread(target=self._heartbeat, daemon=True)
+        self.heartbeat.start()
+
+    def progress(self):
+        self.last_progress = time.monotonic()
+
+    def stop(self):
+        """No more checks; the heartbeat's session is closed before the process exits (TF 2.x
+        aborts a process that exits while a thread of its still runs a session)."""
+        self.stopped.set()
+        self.heartbeat.join(heartbeat_interval(self.args) + 5.0)
+
+    def _watch(self):
+        parameter_servers = set(range(len(self.args.cluster["ps"])))
+        while not self.stopped.wait(0.5):
+            if self.reached != parameter_servers:  # (only to tell "never came up" apart)
+                self.reached |= parameter_servers - set(unreachable(self.args.cluster, "ps"))
+            silent = time.monotonic() - self.last_progress
+            if silent > self.args.timeout and not self.stopped.is_set():
+                print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
+                    self.who, silent, self.args.timeout,
+                    why_stuck(self.args, self.reached, self.server)),
+                    file=sys.stderr, flush=True)
+                os._exit(RETRYABLE_EXIT_CODE)
+
+    def _heartbeat(self):
+        with tf.Graph().as_default():
+            beats = [queue.enqueue((self.args.task_index, b"alive"))
+                     for queue in status_queues(self.args.cluster)]
+            sess = None
+            while not self.stopped.wait(heartbeat_interval(self.args)):
+                try:
+                    if beats and not unreachable(self.args.cluster, "ps"):
+                        sess = sess or tf.Session(self.server.target,
+                                                  config=session_config(self.args))
+                        sess.run(beats)
+                except tf.errors.OpError:
+                    sess = None  # a restarted ps knows no old session: the next beat opens one
+                    # (the old one is left open: closing a session whose ps is gone can block)
+            if sess is not None:
+                sess.close()
+
+
+def heartbeat_interval(args):
+    return min(max(args.timeout / 5.0, 0.2), 5.0)
+
+
+def why_stuck(args, reached=None, server=None):
+    """Which task is silent, and whether it never came up or stopped answering (reached: the ps
+    tasks known to have been up; None: assume they were)."""
+    down = unreachable(args.cluster, "ps")
+    if down:  # a port that refused one connection may be busy: it is down if it refuses twice
+        time.sleep(0.5)
+        down = sorted(set(down) & set(unreachable(args.cluster, "ps")))
+    if down:
+        return "lost the parameter server: %s" % "; ".join(
+            "%s %s" % (describe(args.cluster, "ps", [index]),
+                       "stopped answering (its port takes no connection)"
+                       if reached is None or index in reached else "never came up (nothing listens on its port)") for index in down)
+    frozen = [index for index in range(len(args.cluster["ps"]))
+              if server is not None and not answers(args, server, index)]
+    if frozen:
+        return ("lost the parameter server: %s accepts connections but does not answer (frozen "
+                "or cut off)" % describe(args.cluster, "ps", frozen))
+    silent = unreachable(args.cluster, "worker")
+    if silent:
+        return "not answering: %s" % describe(args.cluster, "worker", silent)
+    if not args.cluster["ps"]:
+        return ("every worker accepts connections, so one that this one waits for (in a "
+                "collective op) is frozen or cut off")
+    return ("every task accepts connections and the ps answers, so a worker that this one "
+            "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
+
+
+def answers(args, server, ps_index, seconds=3.0):
+    """Whether a ps task answers a small request within a few seconds. It is asked from a
+    thread of its own: in TF 1.x, a session whose ps is frozen can block even as it closes."""
+    answered = threading.Event()
+
+    def ask():
+        with tf.Graph().as_default():
+            size = status_queues(args.cluster)[ps_index].size()
+            with tf.Session(server.target, config=session_config(args)) as sess:
+                sess.run(size, options=tf.RunOptions(timeout_in_ms=int(seconds * 1000)))
+                answered.set()
+
+    threading.Thread(target=ask, daemon=True).start()
+    return answered.wait(seconds + 1.0)
+
+
+def unreachable(cluster, job_name):
+    """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
+    dead = []
+    for index, host in enumerate(cluster[job_name]):
+        name, _, port = host.rpartition(":")
+        try:
+            socket.create_connection((name, int(port)), timeout=1.0).close()
+        except OSError:
+            dead.append(index)
+    return dead
+
+
+def describe(cluster, job_name, indices):
+    return ", ".join("%s (%s)" % (task_name(job_name, index), cluster[job_name][index])
+                     for index in indices)
+
+
+def status_queues(cluster):
+    """One queue per ps, on which each worker enqueues (its index, b"started") when it has
+    connected (again after a lost session), (its index, b"alive") as its heartbeat, and (its
+    index, b"done") when it has finished. The ps learns who is up from the workers themselves,
+    so even a worker that dies a moment after starting is accounted for."""
+    workers = len(cluster["worker"])
+    queues = []
+    for index in range(len(cluster["ps"])):
+        with tf.device("/job:ps/task:%d" % index):
+            queues.append(tf.FIFOQueue(16 * workers, [tf.int32, tf.string],
+                                       shared_name="status_queue%d" % index,
+                                       name="status_queue%d" % index))
+    return queues
+
+
+def ready_queue():
+    """Closed by the chief once θ is initialized or restored: a closed, empty queue answers every
+    dequeue at once, so waiting workers wake up without polling, however late they start."""
+    with tf.device("/job:ps/task:0"):
+        return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
+
+
+def run_parameter_server(args, server):
+    """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
+    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
+    port stays closed for --timeout seconds after it said "started" but before "done" (time
+    for a cluster manager to start it again), or that sends no heartbeat for --timeout seconds
+    (frozen, cut off), is lost; once the others are done the ps names it and exits 1. A worker
+    that has not started within --timeout is named too."""
+    me = task_name("ps", args.task_index)
+    everyone = set(range(len(args.cluster["worker"])))
+    with tf.Graph().as_default():
+        queue = status_queues(args.cluster)[args.task_index]
+        waiting, dequeue = queue.size(), queue.dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            started, done, closed_since, heard, silent = set(), set(), {}, {}, set()
+            while True:
+                time.sleep(0.2)  # between looks at the ports and the queue
+                # The ports first, then the queue: a worker whose port was already closed has
+                # said all it ever will. Only this ps dequeues, so taking what size() counted
+                # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
+                # times out just as an item arrives can take the item, and it is lost.)
+                down = set(unreachable(args.cluster, "worker"))
+                for _ in range(sess.run(waiting)):
+                    index, status = sess.run(dequeue)
+                    heard[int(index)] = time.monotonic()
+                    (done if status == b"done" else started).add(int(index))
+                    all_done_at = time.time()
+                if done == everyone:
+                    if down == everyone or time.time() - all_done_at > args.timeout:
+                        break
+                    continue
+                closed_since = {index: closed_since.get(index, time.monotonic())
+                                for index in (down & started) - done}
+                frozen = {index for index in started - done - down
+                          if time.monotonic() - heard[index] > args.timeout}
+                for index in sorted(frozen - silent):
+                    print("[%s] %s stopped answering: no heartbeat for %g s (--timeout), yet "
+                          "its port is open (frozen or cut off)"
+                          % (me, describe(args.cluster, "worker", [index]), args.timeout),
+                          file=sys.stderr, flush=True)
+                silent = frozen
+                lost = sorted(frozen | {index for index, since in closed_since.items()
+                                        if time.monotonic() - since > args.timeout})
+                never_up = sorted(everyone - started - done)
+                if lost and len(done) + len(lost) == len(everyone):
+                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
+                    return 1
+                if never_up and time.time() - STARTED > args.timeout:
+                    print("[%s] error: %s never came up within %g s (--timeout)"
+                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                          file=sys.stderr)
+                    return 1
+    print("[%s] all %d worker%s done; exiting (%.2f s of CPU time)"
+          % (me, len(everyone), " is" if len(everyone) == 1 else "s are", time.process_time()),
+          flush=True)
+    return 0
+
+
+def tell_parameter_servers(args, server, status):
+    """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
+    whose ps is not up yet retries once a second; watching the ports connects the moment they
+    open. An UnavailableError (a ps that is restarting, a connection that a restarted task's
+    previous process left behind) is retried with a new session; the Watchdog bounds it all."""
+    if not args.cluster["ps"]:
+        return
+    with tf.Graph().as_default():
+        enqueues = [queue.enqueue((args.task_index, status))
+                    for queue in status_queues(args.cluster)]
+        while True:
+            while unreachable(args.cluster, "ps"):
+                time.sleep(0.05)
+            try:
+                with tf.Session(server.target, config=session_config(args)) as sess:
+                    return sess.run(enqueues)
+            except tf.errors.UnavailableError:
+                time.sleep(0.1)
+
+
+def wait_until_chief_is_ready(args, server):
+    """A non-chief worker blocks on the ready queue until the chief closes it."""
+    with tf.Graph().as_default():
+        dequeue = ready_queue().dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            try:
+                sess.run(dequeue)
+            except tf.errors.OutOfRangeError:
+                pass
+
+
+@contextlib.contextmanager
+def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, config=None):
+    """A MonitoredSession with the lifecycle every example shares; yields (session, loop).
+
+    The chief restores θ from --log_dir's newest intact checkpoint, or initializes it, and
+    writes checkpoints and TensorBoard summaries; the others wait until θ is ready. A session
+    lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
+    training loop ends, normally or not. At the end the ps hears "done". Without a ps, every
+    worker initializes its own variables (the chief: or restores them), a failed session is
+    not re-created (its peers' collective ops would not wait for a new one)."""
+    hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
+    config = config or session_config(args)
+    hooks += [AnnounceHook(args)] if args.cluster["ps"] else []
+    if is_chief(args):
+        hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
+        if args.log_dir:
+            hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
+                                                   save_steps=args.checkpoint_every)]
+    if not args.cluster["ps"]:
+        session = tf.train.SingularMonitoredSession(
+            hooks=hooks, scaffold=scaffold, master=server.target, config=config,
+            checkpoint_filename_with_path=is_chief(args) and newest_intact_checkpoint(args)
+            or None)
+    elif is_chief(args):
+        session = tf.train.MonitoredSession(
+            session_creator=ChiefSessionCreator(args, server, scaffold, config), hooks=hooks)
+    else:
+        session = tf.train.MonitoredSession(
+            session_creator=AfterTheChiefSessionCreator(args, server, scaffold, config),
+            hooks=hooks)
+    with session as sess:
+        loop = TrainingLoop(args, sess, graph, watchdog)
+        try:
+            yield sess, loop
+        finally:
+            for hook in hooks:
+                getattr(hook, "stop", lambda: None)()
+        loop.finish()
+    tell_parameter_servers(args, server, b"done")
+
+
+def finish_among_workers(args, server, watchdog):
+    """The end of a run without a ps (with one, the ps does this: nothing to do). A worker whose
+    collective op is done may still be read by a peer whose op is not (each fetches its inputs
+    from the others' servers), so nobody exits before all are done: each worker tells worker 0,
+    worker 0 waits for all of them and then releases them, and stays up until their ports have
+    closed (at most --timeout: their sessions still deregister from it as they close)."""
+    if args.cluster["ps"]:
+        return
+    workers = len(args.cluster["worker"])
+    with tf.Graph().as_default():
+        with tf.device("/job:worker/task:0"):
+            done = tf.FIFOQueue(workers, tf.int32, [[]], shared_name="done_queue",
+                                name="done_queue")
+            released = tf.FIFOQueue(1, tf.int32, shared_name="released_queue",
+                                    name="released_queue")
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            sess.run(done.enqueue(args.task_index))
+            if not is_chief(args):
+                try:
+                    sess.run(released.dequeue())
+                except tf.errors.OutOfRangeError:
+                    return  # closed: every worker is done
+            sess.run(done.dequeue_many(workers))
+            sess.run(released.close())
+    deadline = time.monotonic() + args.timeout
+    while len(unreachable(args.cluster, "worker")) < workers - 1 and (
+            time.monotonic() < deadline):
+        watchdog.progress()
+        time.sleep(0.1)
+    print("[worker0] all %d workers are done; exiting" % workers, flush=True)
+
+
+class ChiefSessionCreator(tf.train.SessionCreator):
+    """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
+    chief was restarted while the others trained on), it joins like any worker. Only where θ is
+    not on the ps (a new cluster, a restarted ps) does it restore --log_dir's newest intact
+    checkpoint, or initialize θ."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
+
+    def create_session(self):
+        self.scaffold.finalize()
+        if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
+            return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
+                                                 self.config).create_session()
+        return tf.train.ChiefSessionCreator(
+            self.scaffold, self.server.target, self.config,
+            checkpoint_filename_with_path=newest_intact_checkpoint(self.args)).create_session()
+
+
+def theta_on_the_ps(args, server, uninitialized=None):
+    """Whether the ps already holds an initialized θ, saying so if it does."""
+    if uninitialized is None:
+        uninitialized = tf.report_uninitialized_variables(tf.global_variables())
+    with tf.Session(server.target, config=session_config(args)) as probe:
+        if len(probe.run(uninitialized)):
+            return False
+        print("[worker0] θ is live on the ps at global step %d: joining it (nothing is "
+              "initialized or restored)" % probe.run(tf.train.get_global_step()), flush=True)
+    return True
+
+
+def newest_intact_checkpoint(args):
+    """The checkpoint to resume from: the newest one whose every tensor reads back. A damaged one
+    (a crash while writing, a full disk) is skipped, saying so."""
+    state = args.log_dir and tf.train.get_checkpoint_state(args.log_dir)
+    if not state:
+        return None
+    for path in reversed(list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]):
+        try:
+            reader = tf.train.NewCheckpointReader(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            print("[worker0] resuming from %s" % path, flush=True)
+            return path
+        except (tf.errors.OpError, ValueError, RuntimeError, IndexError) as error:
+            # (TF 2.x raises IndexError for a truncated data file, TF 1.15 DataLossError)
+            print("[worker0] checkpoint %s is damaged (%s); trying the one before"
+                  % (path, str(error).splitlines()[0][:120]), file=sys.stderr, flush=True)
+    print("[worker0] no intact checkpoint in %s: starting from the initial θ" % args.log_dir,
+          file=sys.stderr, flush=True)
+    return None
+
+
+class AfterTheChiefSessionCreator(tf.train.SessionCreator):
+    """A non-chief's session: it waits (without polling) until the chief has θ ready, so that
+    WorkerSessionCreator, which would poll every 30 s, finds it ready at its first look."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server = args, server
+        self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
+
+    def create_session(self):
+        wait_until_chief_is_ready(self.args, self.server)
+        return self.worker.create_session()
+
+
+class CloseReadyQueueHook(tf.train.SessionRunHook):
+    """Run on the chief once its session has initialized, restored or joined θ. A restarted
+    chief finds the queue closed already: nothing to do."""
+
+    def __init__(self):
+        queue = ready_queue()
+        self._is_closed, self._close = queue.is_closed(), queue.close()
+
+    def after_create_session(self, session, coord):
+        if not session.run(self._is_closed):
+            session.run(self._close)
+
+
+class AnnounceHook(tf.train.SessionRunHook):
+    """Says "started" to every ps whenever a session is (re-)created, so that a restarted ps
+    knows who trains."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def begin(self):
+        self._announce = [queue.enqueue((self.args.task_index, b"started"))
+                          for queue in status_queues(self.args.cluster)]
+
+    def after_create_session(self, session, coord):
+        session.run(self._announce)
+
+
+class TrainingLoop:
+    """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
+    alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
+    of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
+    the last --log_every losses are kept. With --log_dir each worker writes its TensorBoard
+    curves (the loss, as the progress line averages it, and the test accuracy) to a run of its
+    own, --log_dir/worker<i>: a point every --log_every local steps and one at the end, each at
+    its global step."""
+
+    def __init__(self, args, sess, graph, watchdog):
+        self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
+        self.who = task_name("worker", args.task_index)
+        self.first_global_step = self.global_step = sess.run(graph["global_step"])
+        self.local_steps, self.curve = 0, []
+        self.losses = collections.deque(maxlen=args.log_every)
+        self.summaries = (tf.summary.FileWriter(os.path.join(args.log_dir, self.who))
+                          if args.log_dir else None)
+        self.started = time.time()
+        if self.global_step >= args.train_steps:
+            print("[%s] this run is already complete: global step %d >= --train_steps %d%s; "
+                  "nothing to train" % (self.who, self.global_step, args.train_steps,
+                                         " (from --log_dir %s)" % args.log_dir
+                                         if args.log_dir else ""), flush=True)
+
+    def running(self):
+        return self.global_step < self.args.train_steps
+
+    def step(self, loss, global_step=None):
+        """One local step done: its minibatch's loss, and the global step if it returned one."""
+        if global_step is not None:
+            self.global_step = global_step
+        self.watchdog.progress()
+        self.local_steps += 1
+        self.losses.append(loss)
+        if self.args.step_delay:
+            time.sleep(self.args.step_delay)
+        if self.local_steps % self.args.log_every == 0:
+            test_accuracy = self.sess.run(self.graph["test_accuracy"])
+            self.curve.append([round(time.time(), 3), int(self.global_step),
+                               round(float(test_accuracy), 4)])
+            self.to_tensorboard(test_accuracy)
+            print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+                  % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
+                     test_accuracy, self.local_steps / (time.time() - self.started)),
+                  flush=True)
+
+    def exchanged(self, global_step):
+        """An exchange with the ps that is not a local step (a commit, an elastic exchange):
+        the global step it returned, and a tick of the watchdog."""
+        self.global_step = global_step
+        self.watchdog.progress()
+
+    def finish(self):
+        self.test_accuracy, self.global_step = self.sess.run(
+            [self.graph["test_accuracy"], self.graph["global_step"]])
+        self.to_tensorboard(self.test_accuracy)
+        if self.summaries:
+            self.summaries.close()
+
+    def to_tensorboard(self, test_accuracy):
+        if self.summaries and self.losses:
+            self.summaries.add_summary(tf.Summary(value=[
+                tf.Summary.Value(tag="loss", simple_value=float(np.mean(self.losses))),
+                tf.Summary.Value(tag="test_accuracy", simple_value=float(test_accuracy))]),
+                global_step=int(self.global_step))
+            self.summaries.flush()  # a process that the watchdog ends loses nothing written
+
+    def report(self, **algorithm_fields):
+        report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,
+               self.losses, self.test_accuracy, self.curve, self.started, **algorithm_fields)
+        return 0
+
+
+def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
+           curve, started, **algorithm_fields):
+    """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
+    seconds = time.time() - started
+    result = {"algorithm": ALGORITHM, "job": args.job_name, "task_index": args.task_index,
+              "workers": len(args.cluster["worker"]), "global_step": int(global_step),
+              "first_global_step": int(first_global_step), "local_steps": local_steps,
+              "train_loss": round(float(np.mean(losses)), 4) if losses else None,
+              "test_accuracy": round(float(test_accuracy), 4),
+              "wall_seconds": round(seconds, 3),
+              "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "cpu_seconds": round(time.process_time(), 2), "curve": curve}
+    result.update(algorithm_fields)
+    print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
+
+
+def load_dataset(name, seed):
+    """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+        digits = load_digits()
+        images, labels = digits.data / 16.0, digits.target
+        order = np.random.RandomState(seed).permutation(len(images))
+        test, train = order[:360], order[360:]
+        splits = (images[train], labels[train]), (images[test], labels[test])
+    else:
+        (train_x, train_y), (test_x, test_y) = tf.keras.datasets.mnist.load_data()
+        splits = ((train_x.reshape(len(train_x), -1) / 255.0, train_y),
+                  (test_x.reshape(len(test_x), -1) / 255.0, test_y))
+    return [(x.astype(np.float32), y.astype(np.int64)) for x, y in splits]
+
+
+def worker_batches(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+
+
+def initial_parameters(inputs, classes, seed, hidden=128):
+    """Glorot-uniform weights and zero biases, drawn with NumPy so that every example, and
+    TensorFlow 1.x and 2.x alike, start from the same θ."""
+    rng = np.random.RandomState(seed)
+
+    def glorot(fan_in, fan_out):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+    return [("hidden_weights", glorot(inputs, hidden)),
+            ("hidden_biases", np.zeros(hidden, np.float32)),
+            ("output_weights", glorot(hidden, classes)),
+            ("output_biases", np.zeros(classes, np.float32))]
+
+
+def create_parameters(initial, **variable_options):
+    return [tf.Variable(value, name=name, **variable_options) for name, value in initial]
+
+
+def logits(params, images):
+    hidden_weights, hidden_biases, output_weights, output_biases = params
+    hidden = tf.nn.relu(tf.matmul(images, hidden_weights) + hidden_biases)
+    return tf.matmul(hidden, output_weights) + output_biases
+
+
+def cross_entropy(params, images, labels):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits(params, images)))
+
+
+def accuracy(params, images, labels):
+    predictions = tf.argmax(logits(params, images), axis=1)
+    return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+
+
+def pack(tensors):
+    """Tensors as one flat vector (the inverse of unpack)."""
+    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+
+
+def unpack(vector, like):
+    """Tensors shaped like the variables `like`, cut from a vector that pack made."""
+    pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
+    return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
+
+
+def by_ps_task(params):
+    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
+    devices = sorted({variable.device for variable in params})
+    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
+            for device in devices]
+
+
+def read_from_the_ps(params):
+    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
+    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
+    message and is cut back into tensors here."""
+    theta = [None] * len(params)
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        with tf.device(device):
+            message = pack(on_ps)
+        for i, value in zip(indices, unpack(message, on_ps)):
+            theta[i] = value
+    return theta
+
+
+def apply_on_the_ps(optimizer, gradients, params):
+    """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
+    gradients packed on this worker into one message per ps task."""
+    updates = []
+    for device, indices in by_ps_task(params):
+        on_ps = [params[i] for i in indices]
+        message = pack([gradients[i] for i in indices])
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
+    return tf.group(*updates)
+
+
+def main(argv=None):
+    args = parse_flags(argv)
+    who = task_name(args.job_name, args.task_index)
+    if not claim_log_dir(args, who):
+        return 2
+    server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,
+                             task_index=args.task_index, config=session_config(args))
+    if args.job_name == "ps":
+        return run_parameter_server(args, server)
+    watchdog = Watchdog(args, server)
+    try:
+        # "started" at once, before a session that may wait for the chief, so that the ps
+        # accounts for a worker that dies while it waits; AnnounceHook says it again for every
+        # session (re-)created, which a restarted ps needs to hear.
+        tell_parameter_servers(args, server, b"started")
+        code = train(args, server, watchdog)
+        finish_among_workers(args, server, watchdog)
+        return code
+    except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
+        print("[%s] error: a ps was restarted under this worker's session, which cannot be "
+              "re-created here; start this worker again (%s)"
+              % (who, error.message.splitlines()[0]), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
+        print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
+                                       error.message.splitlines()[0]), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
+    finally:
+        watchdog.stop()
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
