@@ -66,7 +66,14 @@ def classify(cluster, ended, victim):
 def test_a_killed_worker(script, victim):
     cluster, ended = kill_during_training(script, victim)
     outcome = OUTCOMES[("%s killed" % victim, script)] = classify(cluster, ended, victim)
-    if family(script) == "asynchronous":
+    if not has_parameter_servers(script):
+        # Without a ps (all-reduce, gossip, AD-PSGD) the end of the run needs every worker
+        # (finish_among_workers), and each exchange needs its peer: the others end, naming it,
+        # with the retryable code.
+        assert outcome == "failed cleanly", output(cluster)
+        assert {code for name, code in cluster.returncodes().items() if name != victim} == {
+            RETRYABLE}, output(cluster)
+    elif family(script) == "asynchronous":
         # The others do not need the dead worker: they finish training, and the ps says who
         # never finished.
         assert outcome == "survived", output(cluster)
