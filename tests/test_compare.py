@@ -738,3 +738,47 @@ def test_hogwild_is_compared_with_and_without_the_lock():
     assert free["script"] == locked["script"] == "Hogwild/Hogwild.py"
     assert free["key"] != locked["key"]
     assert "--use_locking" in locked["args"] and "--use_locking" not in free["args"]
+
+
+def jin_row(algorithm, workers, times):
+    """A summarized row of the equal-minibatches table with these times to target (None: a
+    repeat that did not reach it)."""
+    reached = [time for time in times if time is not None]
+    return {"section": plan.EQUAL_MINIBATCHES, "algorithm": algorithm, "workers": workers,
+            "aggregated": workers if plan.BY_NAME[algorithm].synchronous else None,
+            "jin_family": plan.BY_NAME[algorithm].jin, "runs_ok": len(times),
+            "time_to_target": statistics.mean(reached) if reached else None,
+            "per_repeat": {"time_to_target": list(times)}}
+
+
+JIN_SETTINGS = {"target": 0.95, "machine": {"cores": 2}}
+
+
+@pytest.mark.parametrize("elastic_at_2, verdict", [
+    ((5.0, 5.2), "agrees with Jin et al."),
+    ((7.0, 7.5), "contradicts Jin et al."),
+    ((5.0, 6.5), "is within noise, so neither supports nor contradicts Jin et al.")])
+def test_jin_section_names_the_first_family_at_each_worker_count(elastic_at_2, verdict):
+    """Made-up rows: each family's fastest example per worker count, the first family and its
+    margin over the next, and the verdict on Jin et al. at the fewest workers (2), from the
+    faster of elastic averaging and gossip against synchronous all-reduce."""
+    rows = [jin_row("AEASGD", 2, elastic_at_2), jin_row("EAMSGD", 2, (9.0, 9.5)),
+            jin_row("AllReduce-SGD", 2, (6.0, 6.4)), jin_row("Gossip-SGD", 2, (8.0, 8.5)),
+            jin_row("AEASGD", 4, (6.0, 6.2)), jin_row("AllReduce-SGD", 4, (4.0, 4.1)),
+            jin_row("Gossip-SGD", 4, (5.0, None)), jin_row("Hogwild", 4, (5.5, 7.0))]
+    text = " ".join(findings.jin_question(rows, JIN_SETTINGS).split())
+    elastic = "AEASGD: %.1f s (%.1f–%.1f over 2 repeats)" % (
+        statistics.mean(elastic_at_2), min(elastic_at_2), max(elastic_at_2))
+    # The table: one row per family that ran, the faster elastic example shown, gossip at 4
+    # workers not reached in every run.
+    assert "| elastic averaging | %s | AEASGD: 6.1 s (6.0–6.2 over 2 repeats) |" % elastic in text
+    assert "| gossip | Gossip-SGD: 8.2 s (8.0–8.5 over 2 repeats) | — |" in text, text
+    assert "| asynchronous ps | — | Hogwild: 6.2 s (5.5–7.0 over 2 repeats) |" in text, text
+    assert "EAMSGD" not in text
+    assert ("At 4 workers synchronous all-reduce was first to 0.95 (AllReduce-SGD, 4.0 s "
+            "(4.0–4.1 over 2 repeats)); the next, elastic averaging (AEASGD, 6.1 s (6.0–6.2 over "
+            "2 repeats)), was slower in every repeat.") in text, text
+    assert ("At 2 workers the faster of elastic averaging and gossip, AEASGD, took %s against "
+            "6.2 s (6.0–6.4 over 2 repeats) for synchronous all-reduce (AllReduce-SGD): this %s"
+            % (elastic[len("AEASGD: "):], verdict)) in text, text
+    assert "2 core(s) run every task" in text

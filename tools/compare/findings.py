@@ -291,3 +291,100 @@ def waits_for_stragglers(pairs, measure):
                 MEASURE_WORDS[measure], plan.BACKUP_ALGORITHM, plan.STRAGGLER_WORKERS,
                 span(theirs, "%.2f", "", "×"), plan.label(mildest["slow"]),
                 span(mine, "%.2f", "", "×"), bears_on(lower(mine, theirs), FOLKLORE)))
+
+
+def jin_family(row):
+    """The row's family among plan.JIN_FAMILIES (raw.json of an older plan may lack it)."""
+    algorithm = plan.BY_NAME.get(row["algorithm"])
+    return row.get("jin_family") or (algorithm.jin if algorithm else None)
+
+
+def jin_question(rows, settings):
+    """Jin et al.'s small-scale experiment, at equal minibatches: at each worker count, the
+    fastest configuration of each family to the target (mean and min–max over repeats), which
+    family was first, and whether that held in every repeat. Returns Markdown."""
+    table = [row for row in rows if row["section"] == plan.EQUAL_MINIBATCHES and row["runs_ok"]
+             and jin_family(row) and not (row["aggregated"] and row["aggregated"] < row["workers"])]
+    counts = sorted({row["workers"] for row in table})
+    families = [family for family in plan.JIN_FAMILIES
+                if any(jin_family(row) == family for row in table)]
+    if not counts or not families:
+        return "No family of Jin et al.'s comparison ran, so their question was not asked here."
+    fastest = {}
+    for family in families:
+        for workers in counts:
+            reached = [row for row in table if jin_family(row) == family
+                       and row["workers"] == workers and complete(row, "time_to_target")]
+            fastest[family, workers] = min(reached, key=lambda row: row["time_to_target"],
+                                           default=None)
+
+    def cell(row):
+        return "—" if row is None else "%s: %s" % (plan.label(row),
+                                                   span(values(row, "time_to_target")))
+
+    lines = ["| Family | %s |" % " | ".join("%d worker%s" % (w, "" if w == 1 else "s")
+                                            for w in counts),
+             "|---|" + "---|" * len(counts)]
+    lines += ["| %s%s | %s |" % (family, "" if family in plan.COMPARED_BY_JIN else " (not in Jin "
+                                 "et al.)", " | ".join(cell(fastest[family, w]) for w in counts))
+              for family in families]
+    sentences = [first_family(fastest, families, workers, settings["target"])
+                 for workers in counts]
+    sentences.append(jin_verdict(fastest, counts, settings))
+    intro = ("Jin et al. 2016 compare four families on how fast they reach a target accuracy as "
+             "nodes are added: synchronous all-reduce SGD, asynchronous parameter-server SGD, "
+             "elastic averaging and gossip; they report that the asynchronous ones (elastic "
+             "averaging, gossip) converge faster at small node counts and that synchronous SGD "
+             "scales further. Each cell: the family's fastest example to %.2f test accuracy at "
+             "equal minibatches (— where none of its runs reached it, or it does not run with "
+             "that many workers), time from launch, mean (min–max over repeats)."
+             % settings["target"])
+    return "\n\n".join([intro, "\n".join(lines), "\n".join(bullets(sentences))])
+
+
+def first_family(fastest, families, workers, target):
+    """Which family was first to the target at this worker count, and by how much."""
+    ranked = sorted((fastest[family, workers]["time_to_target"], family)
+                    for family in families if fastest[family, workers])
+    if not ranked:
+        return "At %d worker%s no family reached %.2f in every run." % (
+            workers, "" if workers == 1 else "s", target)
+    leader = ranked[0][1]
+    row = fastest[leader, workers]
+    text = "At %d worker%s %s was first to %.2f (%s, %s)" % (
+        workers, "" if workers == 1 else "s", leader, target, plan.label(row),
+        span(values(row, "time_to_target")))
+    if len(ranked) == 1:
+        return text + "; no other family reached it in every run."
+    runner = fastest[ranked[1][1], workers]
+    held = order(values(row, "time_to_target"), values(runner, "time_to_target")) == "<"
+    return text + "; the next, %s (%s, %s), %s." % (
+        ranked[1][1], plan.label(runner), span(values(runner, "time_to_target")),
+        "was slower in every repeat" if held else "is within noise of it")
+
+
+def jin_verdict(fastest, counts, settings):
+    """Where this machine agrees with Jin et al. at small scale, and why it may not."""
+    small = [w for w in counts if w >= 2]
+    if not small:
+        return None
+    workers = small[0]
+    asynchronous = [fastest[f, workers] for f in ("elastic averaging", "gossip")
+                    if (f, workers) in fastest and fastest[f, workers]]
+    synchronous = fastest.get(("synchronous all-reduce", workers))
+    cores = settings["machine"]["cores"]
+    why = (" On this machine %d core(s) run every task: beyond %d worker(s) (and a ps) the tasks "
+           "share cores, so adding workers adds communication and no compute, and each run's "
+           "first seconds are TensorFlow's start-up, the same for every family." % (
+               cores, max(cores - 1, 1)))
+    if not asynchronous or not synchronous:
+        return ("At %d workers elastic averaging or gossip, and synchronous all-reduce, did not "
+                "both reach the target in every run, so Jin et al.'s small-scale claim was not "
+                "tested." % workers) + why
+    best_async = min(asynchronous, key=lambda row: row["time_to_target"])
+    outcome = lower(values(best_async, "time_to_target"), values(synchronous, "time_to_target"))
+    return ("At %d workers the faster of elastic averaging and gossip, %s, took %s against %s "
+            "for synchronous all-reduce (%s): this %s." % (
+                workers, plan.label(best_async), span(values(best_async, "time_to_target")),
+                span(values(synchronous, "time_to_target")), plan.label(synchronous),
+                bears_on(outcome, JIN))) + why

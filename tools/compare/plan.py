@@ -41,16 +41,28 @@ BUDGET_OF = {EQUAL_MINIBATCHES: "minibatches", EQUAL_UPDATES: "updates",
              STRAGGLER: "minibatches"}
 
 
+# The families that Jin et al. 2016 compare, and the others of the collection, each with the
+# examples that belong to it: the comparison's section on their question reads these.
+JIN_FAMILIES = ["synchronous all-reduce", "synchronous ps", "asynchronous ps",
+                "elastic averaging", "gossip", "asynchronous decentralized", "model averaging"]
+COMPARED_BY_JIN = {"synchronous all-reduce", "asynchronous ps", "elastic averaging", "gossip"}
+
+
 class Algorithm:
     """One example script, and what one of its global steps consumes and makes when N workers'
     contributions are aggregated: `minibatches(N)` gradients and `updates` θ updates.
-    backup_workers: whether a synchronous script takes --replicas_to_aggregate N."""
+    backup_workers: whether a synchronous script takes --replicas_to_aggregate N. replicas:
+    every worker makes --train_steps steps on a replica of its own (no ps), so that a global
+    step is one minibatch of each of the M workers, whatever the family. min_workers: the
+    fewest workers it runs with. jin: its family among JIN_FAMILIES."""
 
     def __init__(self, name, script, family, minibatches=lambda aggregated: 1, updates=1,
-                 extra_args=lambda workers: [], backup_workers=True):
+                 extra_args=lambda workers: [], backup_workers=True, replicas=False,
+                 min_workers=1, jin=None):
         self.name, self.script, self.family = name, script, family
         self.minibatches, self.updates, self.extra_args = minibatches, updates, extra_args
-        self.backup_workers = backup_workers
+        self.backup_workers, self.replicas = backup_workers, replicas
+        self.min_workers, self.jin = min_workers, jin
 
     @property
     def synchronous(self):
@@ -70,35 +82,49 @@ def spread_learning_rates(workers):
 
 ALGORITHMS = [
     Algorithm(BASELINE, "Non-Distributed_Setup.py", "baseline"),
-    Algorithm("Distributed-Setup", "Distributed-Setup/dist_setup.py", "asynchronous"),
+    Algorithm("Distributed-Setup", "Distributed-Setup/dist_setup.py", "asynchronous",
+              jin="asynchronous ps"),
     Algorithm("Synchronous-SGD", "Synchronous-SGD/ssgd.py", "synchronous",
-              minibatches=lambda aggregated: aggregated),
+              minibatches=lambda aggregated: aggregated, jin="synchronous ps"),
     Algorithm("Synchronous-SGD-different-learning-rates",
               "Synchronous-SGD-different-learning-rates/ssgd.py", "synchronous",
-              minibatches=lambda aggregated: aggregated, extra_args=spread_learning_rates),
+              minibatches=lambda aggregated: aggregated, extra_args=spread_learning_rates,
+              jin="synchronous ps"),
     Algorithm("SAGN", "SAGN/SAGN.py", "synchronous",
               minibatches=lambda aggregated: aggregated * SAGN_WINDOW, updates=SAGN_WINDOW,
-              extra_args=lambda workers: ["--window", str(SAGN_WINDOW)]),
+              extra_args=lambda workers: ["--window", str(SAGN_WINDOW)], jin="model averaging"),
     # A round averages N workers' θₖ after H local steps each, like a SAGN round's T.
     Algorithm("Local-SGD", "Local-SGD/Local-SGD.py", "synchronous",
               minibatches=lambda aggregated: aggregated * LOCAL_SGD_WINDOW,
               updates=LOCAL_SGD_WINDOW,
-              extra_args=lambda workers: ["--window", str(LOCAL_SGD_WINDOW)]),
+              extra_args=lambda workers: ["--window", str(LOCAL_SGD_WINDOW)],
+              jin="model averaging"),
     # Every step averages all M workers' gradients with an all-reduce: no ps, no backup workers.
     Algorithm("AllReduce-SGD", "AllReduce-SGD/AllReduce-SGD.py", "synchronous",
-              minibatches=lambda aggregated: aggregated, backup_workers=False),
-    Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous"),
+              minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
+              jin="synchronous all-reduce"),
+    # Every worker makes --train_steps local steps (a minibatch each), averaging with a peer
+    # every T: a global step is M minibatches, as in AllReduce-SGD; no backup workers.
+    Algorithm("Gossip-SGD", "Gossip-SGD/Gossip-SGD.py", "synchronous",
+              minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
+              min_workers=2, jin="gossip"),
+    # Asynchronous, but each worker steps its own replica --train_steps times, as in Gossip.
+    Algorithm("AD-PSGD", "AD-PSGD/AD-PSGD.py", "asynchronous",
+              minibatches=lambda workers: workers, replicas=True, min_workers=2,
+              jin="asynchronous decentralized"),
+    Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous", jin="asynchronous ps"),
     # Hogwild with the lock it does without: the contrast that shows what Hogwild is.
     Algorithm("Hogwild-locked", "Hogwild/Hogwild.py", "asynchronous",
-              extra_args=lambda workers: ["--use_locking"]),
-    Algorithm("DOWNPOUR", "DOWNPOUR/DOWNPOUR.py", "asynchronous"),
-    Algorithm("DOWNPOUR-Easy", "DOWNPOUR-Easy/DOWNPOUR.py", "asynchronous"),
-    Algorithm("AGN", "AGN/AGN.py", "asynchronous"),
-    Algorithm("AEASGD", "AEASGD/AEASGD.py", "asynchronous"),
-    Algorithm("EAMSGD", "EAMSGD/EAMSGD.py", "asynchronous"),
-    Algorithm("DynSGD", "DynSGD/DynSGD.py", "asynchronous"),
+              extra_args=lambda workers: ["--use_locking"], jin="asynchronous ps"),
+    Algorithm("DOWNPOUR", "DOWNPOUR/DOWNPOUR.py", "asynchronous", jin="asynchronous ps"),
+    Algorithm("DOWNPOUR-Easy", "DOWNPOUR-Easy/DOWNPOUR.py", "asynchronous",
+              jin="asynchronous ps"),
+    Algorithm("AGN", "AGN/AGN.py", "asynchronous", jin="asynchronous ps"),
+    Algorithm("AEASGD", "AEASGD/AEASGD.py", "asynchronous", jin="elastic averaging"),
+    Algorithm("EAMSGD", "EAMSGD/EAMSGD.py", "asynchronous", jin="elastic averaging"),
+    Algorithm("DynSGD", "DynSGD/DynSGD.py", "asynchronous", jin="asynchronous ps"),
     Algorithm("Staleness-Aware-SGD", "Staleness-Aware-SGD/Staleness-Aware-SGD.py",
-              "asynchronous"),
+              "asynchronous", jin="asynchronous ps"),
 ]
 BY_NAME = {algorithm.name: algorithm for algorithm in ALGORITHMS}
 NOT_COMPARED = {"Basics-Tutorial", "Multiple-GPUs-Single-Machine"}  # no new algorithm there
@@ -127,7 +153,7 @@ def make_config(algorithm, workers, settings, unit="minibatches", aggregated=Non
                 straggler_delay=0.0):
     """One configuration: the exact script, cluster and flags for a budget in `unit`."""
     aggregated = (aggregated or workers) if algorithm.synchronous else None
-    minibatches = algorithm.minibatches(aggregated or 1)
+    minibatches = algorithm.minibatches(aggregated or (workers if algorithm.replicas else 1))
     steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates)
     args = ["--train_steps", str(steps), "--batch_size", str(settings["batch_size"]),
             "--seed", str(settings["seed"]), "--log_every", str(settings["log_every"])]
@@ -138,6 +164,7 @@ def make_config(algorithm, workers, settings, unit="minibatches", aggregated=Non
     key = "%s|workers=%d|N=%s|delay=%g|steps=%d" % (algorithm.name, workers, aggregated or "-",
                                                     straggler_delay, steps)
     return {"key": key, "algorithm": algorithm.name, "family": algorithm.family,
+            "jin_family": algorithm.jin,
             "script": algorithm.script, "workers": workers, "aggregated": aggregated,
             "minibatches_per_global_step": minibatches,
             "updates_per_global_step": algorithm.updates, "train_steps": steps,
@@ -157,7 +184,8 @@ def planned(algorithms, settings):
         yield section, make_config(BY_NAME[BASELINE], 1, settings, unit)
         for algorithm in distributed:
             for workers in settings["workers"]:
-                yield section, make_config(algorithm, workers, settings, unit)
+                if workers >= algorithm.min_workers:
+                    yield section, make_config(algorithm, workers, settings, unit)
 
 
 def straggler_configs(distributed, settings):

@@ -165,7 +165,10 @@ def write_report(raw, output):
     drawn = plots.write_plots(raw, rows, output)
     found = findings.findings(rows, settings, raw["runs"])
     failed = [run for run in raw["runs"] if not run["ok"]]
-    parts = header(settings) + ["## What we found", found] + sections(rows, settings, drawn)
+    parts = header(settings) + ["## What we found", found,
+                                "## Jin et al.'s question: which family reaches the target first",
+                                findings.jin_question(rows, settings)]
+    parts += sections(rows, settings, drawn)
     parts += ["## The budget", details(plan.__doc__), budget_table(raw),
               "## How the numbers are computed", details(metrics.__doc__)]
     if failed:
