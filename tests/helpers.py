@@ -42,6 +42,17 @@ def load_example(relative_path):
     return module
 
 
+def rejected(module, argv, capsys):
+    """The one-line error with which the script's flag parsing refuses argv (exit code 2)."""
+    import pytest
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_flags(argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(error.strip().splitlines()) == 1, error
+    return error
+
+
 def assert_no_process_left(cluster):
     """Every task's process group is gone: nothing the cluster started is still running."""
     for task in cluster.tasks:

@@ -7,14 +7,16 @@ import sys
 
 import pytest
 
-from helpers import ROOT, free_ports, has_parameter_servers, load_example, run_script
+from helpers import ROOT, free_ports, has_parameter_servers, load_example, rejected, run_script
 
 import shared_helpers
 
-# A script without a ps (PARAMETER_SERVERS = 0) has bad inputs of its own: its tests say which.
-DISTRIBUTED = [path for path in shared_helpers.example_scripts()
-               if "def add_cluster_flags" in open(path).read()
-               and has_parameter_servers(path)]
+CLUSTER_SCRIPTS = [path for path in shared_helpers.example_scripts()
+                   if "def add_cluster_flags" in open(path).read()]
+DISTRIBUTED = [path for path in CLUSTER_SCRIPTS if has_parameter_servers(path)]
+# Scripts without a ps (PARAMETER_SERVERS = 0: all-reduce, gossip, AD-PSGD): a cluster of
+# workers only, and what that makes bad input; their own flags are in their tests.
+WORKERS_ONLY = [path for path in CLUSTER_SCRIPTS if not has_parameter_servers(path)]
 PS, WORKER0, WORKER1 = ("localhost:%d" % port for port in free_ports(3))
 CLUSTER = ["--ps_hosts", PS, "--worker_hosts", "%s,%s" % (WORKER0, WORKER1)]
 
@@ -57,15 +59,6 @@ BAD_TF_CONFIG = {
 }
 
 
-def rejected(module, argv, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        module.parse_flags(argv)
-    error = capsys.readouterr().err
-    assert exit_info.value.code == 2
-    assert len(error.strip().splitlines()) == 1, error
-    return error
-
-
 @pytest.fixture(params=DISTRIBUTED, ids=lambda path: os.path.relpath(path, ROOT))
 def module(request):
     return load_example(os.path.relpath(request.param, ROOT))
@@ -99,6 +92,25 @@ def test_flags_win_over_tf_config(module, monkeypatch):
     args = module.parse_flags(["--job_name", "worker", "--task_index", "1"] + CLUSTER)
     assert args.cluster == {"ps": [PS], "worker": [WORKER0, WORKER1]}
     assert (args.job_name, args.task_index) == ("worker", 1)
+
+
+WORKERS = ["--worker_hosts", "%s,%s" % (WORKER0, WORKER1)]
+BAD_FLAGS_WITHOUT_A_PS = {
+    "a ps given": (["--ps_hosts", PS] + WORKERS, "no parameter server"),
+    "the ps job": (["--job_name", "ps", "--task_index", "0"] + WORKERS, "no parameter server"),
+    "task index out of range": (["--task_index", "2"] + WORKERS, "out of range"),
+    "zero workers": (["--worker_hosts", ""], "at least one"),
+    "zero steps": (["--train_steps", "0"] + WORKERS, "--train_steps"),
+    "unknown flag": (["--no_such_flag"] + WORKERS, "unrecognized"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FLAGS_WITHOUT_A_PS))
+@pytest.mark.parametrize("path", WORKERS_ONLY, ids=lambda path: os.path.relpath(path, ROOT))
+def test_a_script_without_a_ps_refuses_a_ps_and_bad_flags(path, case, capsys):
+    argv, expected = BAD_FLAGS_WITHOUT_A_PS[case]
+    module = load_example(os.path.relpath(path, ROOT))
+    assert expected in rejected(module, argv, capsys)
 
 
 def test_the_real_command_line_exits_2_without_a_traceback():
