@@ -565,7 +565,7 @@ def why_stuck(args, reached=None, server=None):
         return "not answering: %s" % describe(args.cluster, "worker", silent)
     if not args.cluster["ps"]:
         return ("every worker accepts connections, so one that this one waits for (in a "
-                "collective op) is frozen or cut off")
+                "collective op or an exchange with a peer) is frozen or cut off")
     return ("every task accepts connections and the ps answers, so a worker that this one "
             "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
 
