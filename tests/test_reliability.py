@@ -137,16 +137,19 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
 
 # The restart columns: every role killed and started again with its own command line, in turn, in
 # one run (what Kubernetes' restartPolicy OnFailure does), with --log_dir so that the ps has a
-# checkpoint to come back from. The lifecycle is the appendix's, the same in every script, so one
-# example of each kind of lesson runs here: θ alone on the ps (Hogwild), local variables and a
-# staleness counter under a lock (DynSGD; AGN's restarted chief is test_lifecycle.py's), the
-# synchronous family (SAGN, Local-SGD, Synchronous-SGD) and tf.train.Supervisor (no restarted ps
-# there: a Supervisor cannot re-create its session, so its workers exit 138 to be started again).
+# checkpoint to come back from. Every example with a ps runs them: θ alone on the ps, local
+# variables (the windowed and elastic lessons), counters under a lock (DynSGD,
+# Staleness-Aware-SGD), the synchronous family, and tf.train.Supervisor (no restarted ps there: a
+# Supervisor cannot re-create its session, so its workers exit 138 to be started again). The
+# examples without a ps have no such column: a restarted worker does not rejoin their peers
+# (their READMEs say why); the whole cluster restarted with --log_dir is their resume column.
 # --train_steps leaves room for three restarts of a few seconds each.
-RESTARTED = {"Hogwild/Hogwild.py": 8000, "DynSGD/DynSGD.py": 4000,
-             "SAGN/SAGN.py": 500, "Local-SGD/Local-SGD.py": 200,
-             "Synchronous-SGD/ssgd.py": 1500,
-             "Distributed-Setup/dist_setup_sup.py": 8000}
+RESTART_STEPS = 4000  # an asynchronous example's; a synchronous global step is more work
+RESTARTED = {path: {"SAGN/SAGN.py": 500, "Local-SGD/Local-SGD.py": 200,
+                    "Synchronous-SGD/ssgd.py": 1500,
+                    "Synchronous-SGD-different-learning-rates/ssgd.py": 1500,
+                    "Distributed-Setup/dist_setup_sup.py": 8000}.get(path, RESTART_STEPS)
+             for path in EXAMPLES if has_parameter_servers(path)}
 
 
 # On TensorFlow 2.x only Hogwild's restart columns run: there, Synchronous-SGD's run does not
