@@ -1091,15 +1091,16 @@ def read_from_the_ps(params):
     return theta
 
 
-def repeat(step, steps):
+def repeat(step, steps, stacked=None):
     """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
     minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
     global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
     K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
-    the K losses} of K such steps in one session.run: see steps_in_a_loop."""
+    the K losses, and the K values of every other output named in stacked ({name: dtype})} of
+    K such steps in one session.run: see steps_in_a_loop."""
     if steps == 1:
         return step()
-    return steps_in_a_loop(lambda index: step(), steps)
+    return steps_in_a_loop(lambda index: step(), steps, stacked)
 
 
 def repeat_windows(local_step, commit, window, steps):
@@ -1132,7 +1133,7 @@ def repeat_windows(local_step, commit, window, steps):
     return {"local_step_and_commit": looped["train_op"], "loss": looped["loss"]}
 
 
-def steps_in_a_loop(step, steps):
+def steps_in_a_loop(step, steps, stacked=None):
     """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
     the other, in a single session.run; step returns {"train_op": the global step after it,
     "loss": its loss}. Each step starts when the one before has ended (data and control
@@ -1140,17 +1141,23 @@ def steps_in_a_loop(step, steps):
     and the global step exactly as K runs of one. Only the K - 1 round trips between this
     process and the servers are saved. Variables, and an optimizer's slots, must exist before,
     or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
-    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses}."""
-    def body(index, _, losses):
-        ops = step(index)
-        with tf.control_dependencies([ops["train_op"], ops["loss"]]):
-            return index + 1, tf.identity(ops["train_op"]), losses.write(index, ops["loss"])
+    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
+    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
 
-    _, global_step, losses = tf.while_loop(
+    def body(index, _, *arrays):
+        ops = step(index)
+        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+            return (index + 1, tf.identity(ops["train_op"])) + tuple(
+                array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+
+    _, global_step, *arrays = tf.while_loop(
         lambda index, *_: index < steps, body,
-        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
+                                                       for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return {"train_op": global_step, "loss": losses.stack()}
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                train_op=global_step)
 
 
 def apply_on_the_ps(optimizer, gradients, params):

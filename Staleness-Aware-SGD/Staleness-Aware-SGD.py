@@ -40,6 +40,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "Staleness-Aware-SGD"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K of its steps per session.run: repeat()
 STARTED = time.time()
 
 
@@ -66,26 +67,33 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()
         with tf.device("/job:ps/task:0"):
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
+
+        def step():
             # Pull θ (packed into one vector: one message) and the step k it is at, together
             # under the lock.
-            theta_message, computed_at = lock.execute(
-                lambda: read_theta_and_step(params, global_step))
-        # The gradient at the pulled θ, on this worker, packed into one message to the ps.
-        pulled = unpack(theta_message, params)
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        loss = cross_entropy(pulled, images, labels)
-        gradients = tf.gradients(loss, pulled)
-        gradient_message = pack(gradients)
-        # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
-        with tf.device("/job:ps/task:0"):
-            received = unpack(gradient_message, params)
-            staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
-                args, params, global_step, received, computed_at))
+            with tf.device("/job:ps/task:0"):
+                theta_message, computed_at = lock.execute(
+                    lambda: read_theta_and_step(params, global_step))
+            # The gradient at the pulled θ, on this worker, packed into one message to the ps.
+            pulled = unpack(theta_message, params)
+            images, labels = batches.get_next()
+            loss = cross_entropy(pulled, images, labels)
+            gradients = tf.gradients(loss, pulled)
+            gradient_message = pack(gradients)
+            # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
+            with tf.device("/job:ps/task:0"):
+                received = unpack(gradient_message, params)
+                staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
+                    args, params, global_step, received, computed_at))
+            return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
+                    "gradients": gradients, "computed_at": computed_at}
+
+        # steps_per_run: K steps per session.run, each one's τ kept
+        graph = repeat(step, args.steps_per_run, stacked={"staleness": tf.int64})
         test_accuracy = accuracy(params, test_images, test_labels)
-    return {"train_op": (global_step_after, staleness), "loss": loss, "global_step": global_step,
-            "test_accuracy": test_accuracy, "params": params, "gradients": gradients,
-            "computed_at": computed_at}
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, params=params)
 
 
 def read_theta_and_step(params, global_step):
@@ -111,18 +119,15 @@ def apply_with_staleness(args, params, global_step, gradients, computed_at):
         return staleness, tf.raw_ops.DeepCopy(x=global_step.assign_add(1))
 
 
-ONE_STEP_PER_RUN_BECAUSE = "PLACEHOLDER"
-
-
 def train(args, server, watchdog):
     graph = build_graph(args)
     staleness = []
     with training_session(args, server, graph, watchdog) as (sess, loop):
         while loop.running():
             # Staleness-aware: the ps applies g with η / max(τ, 1) and returns τ.
-            (global_step, gradient_staleness), loss = sess.run([graph["train_op"],
-                                                                graph["loss"]])
-            staleness.append(gradient_staleness)
+            global_step, gradient_staleness, loss = sess.run(
+                [graph["train_op"], graph["staleness"], graph["loss"]])
+            staleness.extend(np.ravel(gradient_staleness))
             loop.step(loss, global_step)
     print("[%s] staleness τ of the %d gradients: mean %.2f, max %d (rate η / max(τ, 1))"
           % (loop.who, len(staleness), np.mean(staleness or [0]), max(staleness or [0])),
@@ -1060,15 +1065,16 @@ def read_from_the_ps(params):
     return theta
 
 
-def repeat(step, steps):
+def repeat(step, steps, stacked=None):
     """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
     minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
     global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
     K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
-    the K losses} of K such steps in one session.run: see steps_in_a_loop."""
+    the K losses, and the K values of every other output named in stacked ({name: dtype})} of
+    K such steps in one session.run: see steps_in_a_loop."""
     if steps == 1:
         return step()
-    return steps_in_a_loop(lambda index: step(), steps)
+    return steps_in_a_loop(lambda index: step(), steps, stacked)
 
 
 def repeat_windows(local_step, commit, window, steps):
@@ -1101,7 +1107,7 @@ def repeat_windows(local_step, commit, window, steps):
     return {"local_step_and_commit": looped["train_op"], "loss": looped["loss"]}
 
 
-def steps_in_a_loop(step, steps):
+def steps_in_a_loop(step, steps, stacked=None):
     """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
     the other, in a single session.run; step returns {"train_op": the global step after it,
     "loss": its loss}. Each step starts when the one before has ended (data and control
@@ -1109,17 +1115,23 @@ def steps_in_a_loop(step, steps):
     and the global step exactly as K runs of one. Only the K - 1 round trips between this
     process and the servers are saved. Variables, and an optimizer's slots, must exist before,
     or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
-    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses}."""
-    def body(index, _, losses):
-        ops = step(index)
-        with tf.control_dependencies([ops["train_op"], ops["loss"]]):
-            return index + 1, tf.identity(ops["train_op"]), losses.write(index, ops["loss"])
+    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
+    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
 
-    _, global_step, losses = tf.while_loop(
+    def body(index, _, *arrays):
+        ops = step(index)
+        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+            return (index + 1, tf.identity(ops["train_op"])) + tuple(
+                array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+
+    _, global_step, *arrays = tf.while_loop(
         lambda index, *_: index < steps, body,
-        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
+                                                       for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return {"train_op": global_step, "loss": losses.stack()}
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                train_op=global_step)
 
 
 def apply_on_the_ps(optimizer, gradients, params):
