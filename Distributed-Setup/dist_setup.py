@@ -1040,26 +1040,36 @@ def repeat_windows(local_step, commit, window, steps):
     the update, "local_step_and_commit": the update then the commit, "loss", ...}, and the
     lesson's loop picks one of the two per session.run. Otherwise K is a multiple of T, so that
     every run starts a window and ends one with a commit: {"local_step_and_commit": the global
-    step after the last of K steps run in one session.run, each T-th also committing, "loss":
-    the K losses} (see steps_in_a_loop)."""
+    step after the last of K steps run in one session.run, "loss": the K losses}. It is a loop
+    of K / T windows, each a loop of T - 1 local steps on this worker alone, then the last local
+    step and the commit: the ps takes part once per window, as with K = 1 (a loop whose body
+    reached the ps would exchange its control messages with the ps at every local step)."""
     if steps == 1:
         ops = local_step()
         update = ops.pop("train_op")
         return dict(ops, local_step=update, local_step_and_commit=commit(update))
 
-    def step(index):
-        ops = local_step()
+    def one_window(index, _, losses):
+        def inside_the_window(step, losses):
+            ops = local_step()
+            with tf.control_dependencies([ops["train_op"], ops["loss"]]):
+                return step + 1, losses.write(index * window + step, ops["loss"])
 
-        def inside_the_window():
-            with tf.control_dependencies([ops["train_op"]]):
-                return tf.constant(-1, tf.int64)  # (no global step: it moves at commits only)
+        last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
+                                     [tf.constant(0), losses], parallel_iterations=1,
+                                     back_prop=False)
+        with tf.control_dependencies([last]):
+            ops = local_step()
+        global_step = commit(ops["train_op"])
+        with tf.control_dependencies([global_step, ops["loss"]]):
+            return index + 1, tf.identity(global_step), losses.write(index * window + last,
+                                                                     ops["loss"])
 
-        window_ends = tf.equal((index + 1) % window, 0)
-        return {"train_op": tf.cond(window_ends, lambda: commit(ops["train_op"]),
-                                    inside_the_window), "loss": ops["loss"]}
-
-    looped = steps_in_a_loop(step, steps)
-    return {"local_step_and_commit": looped["train_op"], "loss": looped["loss"]}
+    _, global_step, losses = tf.while_loop(
+        lambda index, *_: index < steps // window, one_window,
+        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        parallel_iterations=1, back_prop=False)
+    return {"local_step_and_commit": global_step, "loss": losses.stack()}
 
 
 def steps_in_a_loop(step, steps, stacked=None):
