@@ -108,16 +108,14 @@ def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(s
     assert looped[0]["global_step"] == 60
 
 
-def test_a_loop_is_one_session_run_and_hogwild_still_has_no_lock():
-    """The K = 100 graph: one while_loop, its body reads θ and updates it without a lock."""
-    module = load_example(HOGWILD)
-    args, [worker] = start(HOGWILD, 1, 100)
+def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
+    """The K = 100 graph: θ's update inside the while_loop runs on the ps, lock-free."""
+    _, [worker] = start(HOGWILD, 1, 100)
     operations = worker.graph.get_operations()
-    assert sum(op.type == "Exit" for op in operations) >= 2, "a tf.while_loop"
+    assert any(op.type == "Exit" for op in operations), "a tf.while_loop"
     updates = [op for op in operations if op.type == "ApplyGradientDescent"]
     assert updates and all(not op.get_attr("use_locking") for op in updates)
     assert all(op.device == "/job:ps/task:0" for op in updates)
-    assert module.tf.global_variables  # the module stays importable with the loop built
 
 
 @pytest.mark.parametrize("script", REFUSING)
