@@ -83,6 +83,7 @@ def assert_identical(states, expected_states):
             assert np.array_equal(got[name], expected[name]), name
 
 
+@pytest.mark.tf2
 @pytest.mark.parametrize("script", LOOPED)
 def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit(script):
     """One worker: K = 10 for 2 runs against K = 1 for 20 runs, from the same seed."""
