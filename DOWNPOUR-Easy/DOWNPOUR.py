@@ -119,7 +119,7 @@ def build_graph(args):
             with tf.control_dependencies(restart_window):
                 return tf.identity(new_global_step)
 
-        # steps_per_run: K = 1, the ops `local_step` and `local_step_and_commit`; K > 1, K steps
+        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / T windows)
         graph = repeat_windows(local_step, push_and_pull, args.window, args.steps_per_run)
         # Every session starts (or, after a lost ps, restarts) with θᵢ ← θ.
         with tf.control_dependencies([tf.local_variables_initializer()]):
