@@ -36,6 +36,10 @@ def parse_flags(argv=None):
     return args
 
 
+ONE_STEP_PER_RUN_BECAUSE = ("it is the one-process step that the distributed examples are "
+                            "measured against")
+
+
 def main(argv=None):
     args = parse_flags(argv)
     (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
@@ -132,16 +136,35 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--step_delay", type=float, default=0.0,
                           help="seconds this task sleeps after each step: a deliberate straggler, "
                                "for experiments and tests")
+    training.add_argument("--steps_per_run", type=int, default=1,
+                          help="K: training steps per session.run, run one after the other in a "
+                               "tf.while_loop on the worker; each still reads θ, computes g and "
+                               "applies it, only K - 1 round trips are saved (faster). Progress, "
+                               "the stop check and checkpoints then come every K steps, and a "
+                               "worker may overshoot --train_steps by up to K - 1. An example "
+                               "that cannot loop its step says why and refuses K > 1")
 
 
 def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every", "steps_per_run"):
         if getattr(args, name) <= 0:
             parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
     if not args.learning_rate > 0:
         parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
     if args.step_delay < 0:
         parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+    if args.steps_per_run > 1 and steps_per_run_refused():
+        parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
+                     "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+
+
+def steps_per_run_refused():
+    """Why this example takes one step per session.run only, or None where --steps_per_run K > 1
+    is built: its lesson sets MANY_STEPS_PER_RUN = True and builds its step with repeat(). Any
+    other script refuses K > 1, with the reason its lesson gives in ONE_STEP_PER_RUN_BECAUSE."""
+    if globals().get("MANY_STEPS_PER_RUN") is True:
+        return None
+    return globals().get("ONE_STEP_PER_RUN_BECAUSE", "its training loop is not built for it")
 
 
 def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
@@ -155,6 +178,7 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "steps_per_run": args.steps_per_run,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
@@ -177,10 +201,17 @@ def load_dataset(name, seed):
 
 
 def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    """This worker's next minibatch (images, labels): see worker_iterator."""
+    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
+
+
+def worker_iterator(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph: each
+    get_next() op gives the next minibatch every time it runs (in a tf.while_loop's body, once
+    per iteration)."""
     shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
-    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
 def initial_parameters(inputs, classes, seed, hidden=128):

@@ -43,6 +43,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "agn"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -61,6 +62,9 @@ def parse_flags(argv=None):
     args = parse_example_flags(parser, argv)
     if args.window < 1:
         parser.error("--window must be at least 1, got %d" % args.window)
+    if args.steps_per_run > 1 and args.steps_per_run % args.window:  # each run ends on a commit
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows)" % (args.steps_per_run, args.window))
     return args
 
 
@@ -85,40 +89,47 @@ def build_graph(args):
             [("local_" + name, value) for name, value in initial], **local)
         pulled_params = create_parameters(
             [("pulled_" + name, value) for name, value in initial], **local)
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        loss = cross_entropy(local_params, images, labels)
-        # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
-        # computed, so that no update of θᵢ starts under a backward pass still reading it.
-        gradients = tf.tuple(tf.gradients(loss, local_params))
-        # One local step: θᵢ ← θᵢ − η·g.
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
-            zip(gradients, local_params))
-        # After the window's last step, the accumulated update normalized by the window.
-        with tf.control_dependencies([local_step]):
-            accumulated_update = [(copy.read_value() - pulled.read_value()) / args.window
-                                  for copy, pulled in zip(local_params, pulled_params)]
-        # Commit: the ps adds Δᵢ to θ at once (no lock, no waiting for other workers), and the
-        # global step grows by the T minibatch steps that the window made.
-        commit = []
-        for param, delta in zip(params, accumulated_update):
-            with tf.colocate_with(param):
-                commit.append(tf.assign_add(param, delta, use_locking=False))
-        with tf.control_dependencies(commit):
-            new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
-        # Pull: the next window starts from the global θ.
-        with tf.control_dependencies([new_global_step]):
-            restart_window = pull(params, local_params, pulled_params)
-        with tf.control_dependencies(restart_window):
-            local_step_and_commit = tf.identity(new_global_step)
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
+        optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
+
+        def local_step():
+            images, labels = batches.get_next()
+            loss = cross_entropy(local_params, images, labels)
+            # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
+            # computed, so that no update of θᵢ starts under a backward pass still reading it.
+            gradients = tf.tuple(tf.gradients(loss, local_params))
+            # One local step: θᵢ ← θᵢ − η·g.
+            return {"train_op": optimizer.apply_gradients(zip(gradients, local_params)),
+                    "loss": loss, "gradients": gradients}
+
+        def commit_and_pull(local_step):
+            # After the window's last step, the accumulated update normalized by the window.
+            with tf.control_dependencies([local_step]):
+                accumulated_update = [(copy.read_value() - pulled.read_value()) / args.window
+                                      for copy, pulled in zip(local_params, pulled_params)]
+            # Commit: the ps adds Δᵢ to θ at once (no lock, no waiting for other workers), and
+            # the global step grows by the T minibatch steps that the window made.
+            commit = []
+            for param, delta in zip(params, accumulated_update):
+                with tf.colocate_with(param):
+                    commit.append(tf.assign_add(param, delta, use_locking=False))
+            with tf.control_dependencies(commit):
+                new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
+            # Pull: the next window starts from the global θ.
+            with tf.control_dependencies([new_global_step]):
+                restart_window = pull(params, local_params, pulled_params)
+            with tf.control_dependencies(restart_window):
+                return tf.identity(new_global_step)
+
+        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / T windows)
+        graph = repeat_windows(local_step, commit_and_pull, args.window, args.steps_per_run)
         # Every session starts (or, after a lost ps, restarts) with θᵢ ← θ.
         with tf.control_dependencies([tf.local_variables_initializer()]):
             local_init_op = tf.group(*pull(params, local_params, pulled_params))
         test_accuracy = accuracy(params, test_images, test_labels)
-    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
-            "loss": loss, "gradients": gradients, "global_step": global_step,
-            "test_accuracy": test_accuracy, "local_init_op": local_init_op, "params": params,
-            "local_params": local_params}
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
+                local_init_op=local_init_op, params=params, local_params=local_params)
 
 
 def pull(params, local_copies, pulled_copies):
@@ -132,18 +143,16 @@ def pull(params, local_copies, pulled_copies):
 def train(args, server, watchdog):
     graph = build_graph(args)
     scaffold = tf.train.Scaffold(local_init_op=graph["local_init_op"])
-    commits = 0
     with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
         # global_step only moves when a worker commits, so every worker ends on a full window.
         while loop.running():
-            if (loop.local_steps + 1) % args.window:
+            if (loop.local_steps + args.steps_per_run) % args.window:
                 loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
             else:  # AGN: the window's last local step also commits to the ps and pulls θ
                 loss, global_step = sess.run([graph["loss"], graph["local_step_and_commit"]])
-                commits += 1
                 loop.step(loss, global_step)
-    return loop.report(commits=commits)
+    return loop.report(commits=loop.local_steps // args.window)
 
 
 # =============================================================================================
@@ -233,6 +242,13 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--step_delay", type=float, default=0.0,
                           help="seconds this task sleeps after each step: a deliberate straggler, "
                                "for experiments and tests")
+    training.add_argument("--steps_per_run", type=int, default=1,
+                          help="K: training steps per session.run, run one after the other in a "
+                               "tf.while_loop on the worker; each still reads θ, computes g and "
+                               "applies it, only K - 1 round trips are saved (faster). Progress, "
+                               "the stop check and checkpoints then come every K steps, and a "
+                               "worker may overshoot --train_steps by up to K - 1. An example "
+                               "that cannot loop its step says why and refuses K > 1")
 
 
 def parse_example_flags(parser, argv):
@@ -246,13 +262,25 @@ def parse_example_flags(parser, argv):
 
 
 def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every", "steps_per_run"):
         if getattr(args, name) <= 0:
             parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
     if not args.learning_rate > 0:
         parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
     if args.step_delay < 0:
         parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+    if args.steps_per_run > 1 and steps_per_run_refused():
+        parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
+                     "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+
+
+def steps_per_run_refused():
+    """Why this example takes one step per session.run only, or None where --steps_per_run K > 1
+    is built: its lesson sets MANY_STEPS_PER_RUN = True and builds its step with repeat(). Any
+    other script refuses K > 1, with the reason its lesson gives in ONE_STEP_PER_RUN_BECAUSE."""
+    if globals().get("MANY_STEPS_PER_RUN") is True:
+        return None
+    return globals().get("ONE_STEP_PER_RUN_BECAUSE", "its training loop is not built for it")
 
 
 def parse_host_list(parser, flag, text, needed=True):
@@ -903,15 +931,20 @@ class TrainingLoop:
         return self.global_step < self.args.train_steps
 
     def step(self, loss, global_step=None):
-        """One local step done: its minibatch's loss, and the global step if it returned one."""
+        """One session.run of local steps done: the loss of each step it made (one, or the
+        --steps_per_run K of a loop), and the global step after it if it returned one. The
+        progress line and the accuracy curve come at the first run that reaches or crosses a
+        multiple of --log_every local steps."""
+        losses = np.ravel(loss)
         if global_step is not None:
             self.global_step = global_step
         self.watchdog.progress()
-        self.local_steps += 1
-        self.losses.append(loss)
+        logged = self.local_steps // self.args.log_every
+        self.local_steps += len(losses)
+        self.losses.extend(losses)
         if self.args.step_delay:
-            time.sleep(self.args.step_delay)
-        if self.local_steps % self.args.log_every == 0:
+            time.sleep(self.args.step_delay * len(losses))
+        if self.local_steps // self.args.log_every > logged:
             test_accuracy = self.sess.run(self.graph["test_accuracy"])
             self.curve.append([round(time.time(), 3), int(self.global_step),
                                round(float(test_accuracy), 4)])
@@ -959,6 +992,7 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "steps_per_run": args.steps_per_run,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
@@ -981,10 +1015,17 @@ def load_dataset(name, seed):
 
 
 def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    """This worker's next minibatch (images, labels): see worker_iterator."""
+    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
+
+
+def worker_iterator(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph: each
+    get_next() op gives the next minibatch every time it runs (in a tf.while_loop's body, once
+    per iteration)."""
     shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
-    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
 def initial_parameters(inputs, classes, seed, hidden=128):
@@ -1052,6 +1093,85 @@ def read_from_the_ps(params):
         for i, value in zip(indices, unpack(message, on_ps)):
             theta[i] = value
     return theta
+
+
+def repeat(step, steps, stacked=None):
+    """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
+    minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
+    global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
+    K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
+    the K losses, and the K values of every other output named in stacked ({name: dtype})} of
+    K such steps in one session.run: see steps_in_a_loop."""
+    if steps == 1:
+        return step()
+    return steps_in_a_loop(lambda index: step(), steps, stacked)
+
+
+def repeat_windows(local_step, commit, window, steps):
+    """--steps_per_run K in an example whose worker makes T local steps (a window) and then
+    commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
+    loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
+    (commit to the ps, pull θ) and returns the global step after it. With K = 1: {"local_step":
+    the update, "local_step_and_commit": the update then the commit, "loss", ...}, and the
+    lesson's loop picks one of the two per session.run. Otherwise K is a multiple of T, so that
+    every run starts a window and ends one with a commit: {"local_step_and_commit": the global
+    step after the last of K steps run in one session.run, "loss": the K losses}. It is a loop
+    of K / T windows, each a loop of T - 1 local steps on this worker alone, then the last local
+    step and the commit: the ps takes part once per window, as with K = 1 (a loop whose body
+    reached the ps would exchange its control messages with the ps at every local step)."""
+    if steps == 1:
+        ops = local_step()
+        update = ops.pop("train_op")
+        return dict(ops, local_step=update, local_step_and_commit=commit(update))
+
+    def one_window(index, _, losses):
+        def inside_the_window(step, losses):
+            ops = local_step()
+            with tf.control_dependencies([ops["train_op"], ops["loss"]]):
+                return step + 1, losses.write(index * window + step, ops["loss"])
+
+        last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
+                                     [tf.constant(0), losses], parallel_iterations=1,
+                                     back_prop=False)
+        with tf.control_dependencies([last]):
+            ops = local_step()
+        global_step = commit(ops["train_op"])
+        with tf.control_dependencies([global_step, ops["loss"]]):
+            return index + 1, tf.identity(global_step), losses.write(index * window + last,
+                                                                     ops["loss"])
+
+    _, global_step, losses = tf.while_loop(
+        lambda index, *_: index < steps // window, one_window,
+        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        parallel_iterations=1, back_prop=False)
+    return {"local_step_and_commit": global_step, "loss": losses.stack()}
+
+
+def steps_in_a_loop(step, steps, stacked=None):
+    """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
+    the other, in a single session.run; step returns {"train_op": the global step after it,
+    "loss": its loss}. Each step starts when the one before has ended (data and control
+    dependencies, one iteration at a time), so it reads θ as that one left it: K steps leave θ
+    and the global step exactly as K runs of one. Only the K - 1 round trips between this
+    process and the servers are saved. Variables, and an optimizer's slots, must exist before,
+    or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
+    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
+    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
+
+    def body(index, _, *arrays):
+        ops = step(index)
+        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+            return (index + 1, tf.identity(ops["train_op"])) + tuple(
+                array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+
+    _, global_step, *arrays = tf.while_loop(
+        lambda index, *_: index < steps, body,
+        [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
+                                                       for _, dtype in names],
+        parallel_iterations=1, back_prop=False)
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                train_op=global_step)
 
 
 def apply_on_the_ps(optimizer, gradients, params):

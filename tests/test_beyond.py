@@ -283,7 +283,7 @@ def test_a_stale_gradient_is_applied_with_the_rate_divided_by_its_staleness(stal
     [args], [server] = in_process_cluster(module, 1)
     worker = Worker(module, args, server)
     worker.initialize(chief=True)
-    global_step, seen = worker.run(worker.ops["train_op"])
+    global_step, seen = worker.run((worker.ops["train_op"], worker.ops["staleness"]))
     assert (global_step, seen) == (1, 0), "alone, a worker's gradients are never stale"
     theta = random_like(worker.ops["params"], seed=1)
     gradients = random_like(worker.ops["params"], seed=2)
@@ -291,7 +291,7 @@ def test_a_stale_gradient_is_applied_with_the_rate_divided_by_its_staleness(stal
     worker.load([worker.ops["global_step"]], [7 + staleness])
     feed = dict(zip(worker.ops["gradients"], gradients))
     feed[worker.ops["computed_at"]] = 7
-    global_step, seen = worker.run(worker.ops["train_op"], feed)
+    global_step, seen = worker.run((worker.ops["train_op"], worker.ops["staleness"]), feed)
     assert (global_step, seen) == (7 + staleness + 1, staleness)
     rate = args.learning_rate / max(staleness, 1)
     assert_close(worker.values(worker.ops["params"]),

@@ -250,7 +250,8 @@ def test_staleness_aware_pulls_and_updates_are_atomic_under_concurrency():
     def worker(index):
         session, graph, built = sessions[index]
         rng = np.random.RandomState(index)
-        fetches = [built["train_op"], built["computed_at"], theta_message(graph, built)]
+        fetches = [(built["train_op"], built["staleness"]), built["computed_at"],
+                   theta_message(graph, built)]
         mine = []
         for _ in range(steps):
             gradients = [rng.normal(scale=0.05, size=shape).astype(np.float32)

@@ -8,11 +8,17 @@ With --soak SECONDS it instead trains one example (Hogwild unless --only names a
 long and prints every task's resident memory over time, and how fast it grows once warmed up.
 With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user would pick
 instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
-interleaved, and prints the figures and the ratios ours/peer beside the targets.
+interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild and AGN
+run twice there, one step per session.run (K = 1, the lesson) and --steps_per_run 100. With
+--floor it runs the one-process baseline and Distributed-Setup (one ps, one worker) with
+--steps_per_run 1, 10 and 100, interleaved, and prints the step time of each against the
+one-process step.
 
     python tools/benchmark.py [--repeats N] [--only Hogwild,AGN] [--readme]
     python tools/benchmark.py --soak 600 [--only Hogwild]
     python tools/benchmark.py --peers [--repeats 3] [--torch_python P] [--tf2_python P]
+                              [--only Hogwild,AGN,torch-hogwild]
+    python tools/benchmark.py --floor [--repeats 3]
 """
 import argparse
 import glob
@@ -304,7 +310,9 @@ TORCH_INSTALL = ("python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip insta
                  "scikit-learn --index-url https://download.pytorch.org/whl/cpu, then "
                  "--torch_python /tmp/torchvenv/bin/python")
 TF2_INSTALL = "bash setup.sh --tf2, then --tf2_python .venv-tf2/bin/python (found there by itself)"
-OURS = ["Hogwild/run.sh", "AGN/run.sh", "Synchronous-SGD/run.sh"]
+K = 100  # --steps_per_run of the looped contestants: the K of issue 19's targets
+OURS = ["Hogwild/run.sh", "AGN/run.sh", "Synchronous-SGD/run.sh", "Hogwild/run.sh K=%d" % K,
+        "AGN/run.sh K=%d" % K]
 # name: (script in tools/peers, interpreter route, the modules it needs, how to install them)
 PEERS = {"tf2-ps": ("tf2_ps.py", "tf2", "tensorflow, sklearn", TF2_INSTALL),
          "torch-ddp": ("torch_ddp.py", "torch", "torch, sklearn", TORCH_INSTALL),
@@ -320,12 +328,15 @@ PAIRS = [("Hogwild/run.sh", "tf2-ps", "wall_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "wall_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "launch_to_target_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "aggregate_steps_per_second", 1.0),
-         ("Hogwild/run.sh", "torch-hogwild", "aggregate_steps_per_second", 0.25),
-         ("AGN/run.sh", "torch-hogwild", "aggregate_steps_per_second", 0.25)]
+         ("Hogwild/run.sh", "torch-hogwild", "aggregate_steps_per_second", None),
+         ("AGN/run.sh", "torch-hogwild", "aggregate_steps_per_second", None),
+         ("Hogwild/run.sh K=%d" % K, "torch-hogwild", "aggregate_steps_per_second", 0.25),
+         ("AGN/run.sh K=%d" % K, "torch-hogwild", "aggregate_steps_per_second", 0.25)]
 MEASURES = {"wall_seconds": "whole launch s", "launch_to_target_seconds": "launch → %.2f s"
             % TARGET_ACCURACY, "aggregate_steps_per_second": "aggregate steps/s"}
-K_NOTE = ("the torch Hogwild target is for K = 100 steps per run (per Session.run call), a "
-          "flag not yet built: the ratios shown are the K = 1 figures, one step per call")
+K_NOTE = ("the torch Hogwild target is for K = %d steps per session.run (--steps_per_run %d, "
+          "a tf.while_loop on each worker); the rows without K are the lesson's K = 1, one step "
+          "per call, for comparison" % (K, K))
 
 
 def peer_interpreters(options):
@@ -404,19 +415,30 @@ def peers_ratios(runs):
         values = paired_ratios(runs, mine, theirs, measure)
         if not values:
             continue
-        if target is None:
-            goal = "-"
-        elif theirs == "torch-hogwild":
-            goal = "≥ %.2f× at K = 100 (this is K = 1)*" % target
-        else:
-            goal = "≥ %.2f×" % target
+        goal = "-" if target is None else "≥ %.2f×" % target
+        if theirs == "torch-hogwild":
+            goal += "*"
         lines.append("| %s / %s | %s | %s× | %s |" % (
-            mine.split("/")[0], theirs, MEASURES[measure], spread(values, 2), goal))
+            label(mine), theirs, MEASURES[measure], spread(values, 2), goal))
     if len(lines) == 2:
         return "(no pair ran: no ratio to show)"
     if any("*" in line for line in lines):
         lines.append("\n\\* " + K_NOTE + ".")
     return "\n".join(lines)
+
+
+def label(entry):
+    """'Hogwild/run.sh K=100' -> 'Hogwild K=100'; 'AGN/run.sh' -> 'AGN'."""
+    return entry.replace("/run.sh", "")
+
+
+def command_of(entry, extra_args):
+    """The command line of one of ours: its run.sh, with --steps_per_run K for 'x/run.sh K=K'."""
+    script, _, steps_per_run = entry.partition(" K=")
+    if script == BASELINE:
+        return [sys.executable, os.path.join(ROOT, BASELINE)] + extra_args
+    return ["bash", os.path.join(ROOT, script)] + (
+        ["--steps_per_run", steps_per_run] if steps_per_run else []) + extra_args
 
 
 def load_average():
@@ -429,8 +451,12 @@ def load_average():
 def run_peers(options, extra_args):
     """Ours and every available peer, once per round, in a rotating order, --repeats rounds."""
     interpreters = peer_interpreters(options)
-    contestants, commands = list(OURS), {}
+    wanted = options.only.split(",") if options.only else None
+    contestants = [name for name in OURS if not wanted or name.split("/")[0] in wanted]
+    commands = {}
     for name, (script, route, _, _) in PEERS.items():
+        if wanted and name not in wanted:
+            continue
         reason = peer_skip_reason(name, interpreters[route])
         if reason:
             print("[benchmark] " + reason, flush=True)
@@ -444,8 +470,8 @@ def run_peers(options, extra_args):
         for name in order:
             print("[benchmark] round %d of %d: %s" % (round_ + 1, options.repeats, name),
                   flush=True)
-            run = run_once(name, extra_args, sys.executable, command=commands.get(name) and (
-                commands[name] + extra_args))
+            run = run_once(name, extra_args, sys.executable, command=commands[name] + extra_args
+                           if name in commands else command_of(name, extra_args))
             run["round"] = round_
             if run["exit_code"]:
                 print(run["output_tail"], file=sys.stderr)
@@ -472,11 +498,71 @@ def render_peers(report):
                 " → ".join(report["loads"])))
 
 
+# --floor: the one-process step against one ps + one worker, K steps per session.run.
+FLOOR = [BASELINE] + ["Distributed-Setup/run.sh K=%d" % k for k in (1, 10, K)]
+
+
+def run_floor(options, extra_args):
+    """The baseline and Distributed-Setup with K = 1, 10, 100, once per round in a rotating
+    order, --repeats rounds; the step time of each, and its ratio to the one-process step of
+    the same round."""
+    extra_args = ["--train_steps", "3000", "--log_every", "1000"] + extra_args
+    started, runs, loads = time.time(), [], [load_average()]
+    for round_ in range(options.repeats):
+        order = FLOOR[round_ % len(FLOOR):] + FLOOR[:round_ % len(FLOOR)]
+        for name in order:
+            print("[benchmark] floor, round %d of %d: %s" % (round_ + 1, options.repeats, name),
+                  flush=True)
+            run = run_once(name, extra_args, sys.executable, command=command_of(name, extra_args))
+            run["entry"], run["round"] = name, round_
+            if run["exit_code"]:
+                print(run["output_tail"], file=sys.stderr)
+            runs.append(run)
+        loads.append(load_average())
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "repeats": options.repeats, "loads": loads, "runs": runs}
+    os.makedirs(OUTPUT, exist_ok=True)
+    with open(os.path.join(OUTPUT, "floor.json"), "w") as out:
+        json.dump(report, out, indent=1)
+    print("\n" + render_floor(report))
+    print("\n[benchmark] %d runs in %.0f s; raw results in %s" % (
+        len(runs), time.time() - started, os.path.relpath(os.path.join(OUTPUT, "floor.json"))))
+    return 1 if any(run["exit_code"] for run in runs) else 0
+
+
+def floor_table(runs):
+    header = ["program", "steps per session.run", "steps/s", "µs per step",
+              "× the one-process step (median of rounds, min–max)", "target"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in FLOOR:
+        mine = [run for run in runs if run["entry"] == name]
+        rates = [run["steps_per_second_per_worker"] for run in mine]
+        script, _, steps_per_run = name.partition(" K=")
+        ratios_ = paired_ratios([dict(run, step_time=1e6 / run["steps_per_second_per_worker"])
+                                 for run in runs if run["steps_per_second_per_worker"]],
+                                name, BASELINE, "step_time")
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            label(script) if script != BASELINE else "one process (%s)" % BASELINE,
+            steps_per_run or "1", spread(rates, 0),
+            spread([1e6 / rate for rate in rates if rate], 0),
+            "1" if name == BASELINE else spread(ratios_, 2) + "×",
+            "≤ %.1f×" % TARGETS["step_time_ratio"] if steps_per_run == str(K) else "-"))
+    return "\n".join(lines)
+
+
+def render_floor(report):
+    return ("%s\n\nSteps/s of the worker during training (its RESULT line), --train_steps 3000; "
+            "%d interleaved rounds on %s, %s; %s." % (
+                floor_table(report["runs"]), report["repeats"], report["machine"],
+                report["date"], " → ".join(report["loads"])))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, help="runs per example (median); default 1, "
                         "or 3 rounds with --peers")
-    parser.add_argument("--only", help="comma-separated folder names (the baseline always runs)")
+    parser.add_argument("--only", help="comma-separated folder names (the baseline always runs); "
+                        "with --peers, folders and peers' names")
     parser.add_argument("--profile", action="store_true",
                         help="only measure CPU time per step of one process and of one ps + "
                              "one worker, to show where a distributed step's time goes")
@@ -489,6 +575,10 @@ def main(argv=None):
                         help="run Hogwild, AGN and Synchronous-SGD beside TF2's "
                              "ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild "
                              "(those available), interleaved, and print the ratios ours/peer")
+    parser.add_argument("--floor", action="store_true",
+                        help="only run the one-process baseline and Distributed-Setup with "
+                             "--steps_per_run 1, 10 and %d, interleaved, and print each step "
+                             "time against the one-process step" % K)
     parser.add_argument("--torch_python", help="with --peers: a Python that imports torch (its "
                         "own venv; torch is not a dependency of the project)")
     parser.add_argument("--tf2_python", help="with --peers: a Python with TensorFlow 2 "
@@ -497,6 +587,9 @@ def main(argv=None):
     if options.peers:
         options.repeats = 3 if options.repeats is None else options.repeats
         return run_peers(options, extra_args)
+    if options.floor:
+        options.repeats = 3 if options.repeats is None else options.repeats
+        return run_floor(options, extra_args)
     options.repeats = 1 if options.repeats is None else options.repeats
     if options.profile:
         print(profile())

@@ -1,0 +1,198 @@
+"""--steps_per_run K (issue 19): K training steps in one session.run, in a tf.while_loop.
+
+The loop must not change the algorithm: K steps in one run leave θ, the global step and the
+worker's own state exactly as K runs of one step (bit for bit: the same kernels on the same
+minibatches, in the same order), with one worker and with two that interleave. The graphs are
+built in this process and run on tf.train.Servers started here (as the exact-update tests of
+test_asynchronous.py do, whose rules K = 1 checks). A script that does not build the loop refuses
+K > 1 in one line, exit code 2, before any server starts; the TrainingLoop logs at the first run
+that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, load_example, output, run_cluster, run_script, worker_results
+from test_asynchronous import in_process_cluster
+
+import shared_helpers
+
+DIST_SETUP = "Distributed-Setup/dist_setup.py"
+HOGWILD = "Hogwild/Hogwild.py"
+MULTI_GPU = "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"
+AGN = "AGN/AGN.py"
+DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
+DOWNPOUR_EASY = "DOWNPOUR-Easy/DOWNPOUR.py"
+STALENESS = "Staleness-Aware-SGD/Staleness-Aware-SGD.py"
+EVERY_STEP = [DIST_SETUP, HOGWILD, MULTI_GPU, STALENESS]  # one session.run is one step
+WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY]  # T local steps, then a commit
+LOOPED = EVERY_STEP + WINDOWED
+SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
+REFUSING = [script for script in SCRIPTS if script not in LOOPED]
+
+
+def one_run(worker, windowed, window, local_steps):
+    """What the lesson's loop runs once: (the global step or None, the losses of its steps)."""
+    built = worker.built
+    if windowed and (local_steps + worker.steps_per_run) % window:
+        loss, _ = worker.session.run([built["loss"], built["local_step"]])
+        return None, np.ravel(loss)
+    name = "local_step_and_commit" if windowed else "train_op"
+    global_step, loss = worker.session.run([built[name], built["loss"]])
+    return np.ravel(global_step)[-1], np.ravel(loss)
+
+
+def state(worker):
+    """Every variable of the worker's graph (θ, the global step, θᵢ, slots, counters)."""
+    tf = worker.graph
+    with tf.as_default():
+        variables = worker.module.tf.global_variables() + worker.module.tf.local_variables()
+    return dict(zip([v.op.name for v in variables], worker.session.run(variables)))
+
+
+def start(script, workers, steps_per_run, extra=()):
+    module, args, started = in_process_cluster(
+        script, workers, ["--steps_per_run", str(steps_per_run)] + list(extra))
+    for index, worker in enumerate(started):
+        worker.module, worker.steps_per_run = module, steps_per_run
+        worker.initialize(chief=index == 0)
+    return args, started
+
+
+def train(script, steps_per_run, schedule, workers=1, extra=()):
+    """Runs the workers in the order `schedule` names them (one session.run each); returns
+    (every worker's state, its losses, the global steps the runs returned)."""
+    args, started = start(script, workers, steps_per_run, extra)
+    windowed = script in WINDOWED
+    losses, steps, done = [[] for _ in started], [], [0] * workers
+    for index in schedule:
+        global_step, run_losses = one_run(started[index], windowed, getattr(args, "window", 1),
+                                          done[index])
+        losses[index] += list(run_losses)
+        done[index] += len(run_losses)
+        steps.append(global_step)
+    return [state(worker) for worker in started], losses, steps
+
+
+def assert_identical(states, expected_states):
+    for got, expected in zip(states, expected_states):
+        assert sorted(got) == sorted(expected)
+        for name in expected:
+            assert np.array_equal(got[name], expected[name]), name
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("script", LOOPED)
+def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit(script):
+    """One worker: K = 10 for 2 runs against K = 1 for 20 runs, from the same seed."""
+    looped, looped_losses, looped_steps = train(script, 10, [0, 0])
+    single, single_losses, single_steps = train(script, 1, [0] * 20)
+    assert_identical(looped, single)
+    assert looped_losses == single_losses and len(looped_losses[0]) == 20
+    assert looped[0]["global_step"] == 20 and looped_steps == [10, 20]
+    assert [step for step in single_steps if step is not None][-1] == 20
+
+
+@pytest.mark.parametrize("script", [HOGWILD, AGN])
+def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(script):
+    """Two workers take turns, a run of K = 10 each, against the same turns made of 10 runs of
+    one step: θ on the ps, each worker's state and every loss agree exactly, so the K = 1 exact
+    tests (test_asynchronous.py) hold for K = 10 too."""
+    turns = [0, 1, 1, 0, 1, 0]
+    looped, looped_losses, _ = train(script, 10, turns, workers=2)
+    single, single_losses, _ = train(script, 1, [i for i in turns for _ in range(10)],
+                                     workers=2)
+    assert_identical(looped, single)
+    assert looped_losses == single_losses
+    assert looped[0]["global_step"] == 60
+
+
+def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
+    """The K = 100 graph: θ's update inside the while_loop runs on the ps, lock-free."""
+    _, [worker] = start(HOGWILD, 1, 100)
+    operations = worker.graph.get_operations()
+    assert any(op.type == "Exit" for op in operations), "a tf.while_loop"
+    updates = [op for op in operations if op.type == "ApplyGradientDescent"]
+    assert updates and all(not op.get_attr("use_locking") for op in updates)
+    assert all(op.device == "/job:ps/task:0" for op in updates)
+
+
+@pytest.mark.parametrize("script", REFUSING)
+def test_a_script_without_the_loop_refuses_k_above_1_in_one_line(script, capsys):
+    module = load_example(script)
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_flags(["--steps_per_run", "10"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(error.strip().splitlines()) == 1, error
+    assert "--steps_per_run 10: this example takes one step per session.run (" in error, error
+    assert module.parse_flags([]).steps_per_run == 1
+
+
+def test_a_script_that_says_nothing_refuses_k_above_1(tmp_path):
+    """A new example (written with today's appendix, no word about the loop) refuses K > 1:
+    its Python loop, one step per run, is then still right."""
+    source = open(os.path.join(ROOT, DIST_SETUP)).read()
+    source = source.replace("\nMANY_STEPS_PER_RUN = True", "\n")
+    path = tmp_path / "new_example.py"
+    path.write_text(source)
+    code, text = run_script([sys.executable, str(path), "--steps_per_run", "2"], timeout=60)
+    assert code == 2, text
+    assert text.strip().splitlines() == [
+        "new_example.py: error: --steps_per_run 2: this example takes one step per session.run "
+        "(its training loop is not built for it): leave it at 1 (see --help)"], text
+
+
+@pytest.mark.parametrize("script", WINDOWED)
+def test_a_windowed_example_refuses_k_that_would_end_a_run_inside_a_window(script, capsys):
+    module = load_example(script)
+    with pytest.raises(SystemExit) as exit_info:
+        module.parse_flags(["--window", "5", "--steps_per_run", "12"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(error.strip().splitlines()) == 1, error
+    assert "a multiple of --window" in error, error
+    assert module.parse_flags(["--window", "5", "--steps_per_run", "20"]).steps_per_run == 20
+
+
+class FakeSession:
+    def run(self, fetches):
+        return [0.5, 7] if isinstance(fetches, list) else 0
+
+
+class FakeWatchdog:
+    def progress(self):
+        pass
+
+
+def test_the_training_loop_counts_k_steps_per_run_and_logs_when_a_boundary_is_crossed(capsys):
+    module = load_example(DIST_SETUP)
+    args = module.parse_flags(["--log_every", "25", "--steps_per_run", "10"])
+    loop = module.TrainingLoop(args, FakeSession(), {"global_step": "g", "test_accuracy": "a"},
+                               FakeWatchdog())
+    for run in range(10):
+        loop.step(np.full(10, float(run)), 10 * (run + 1))
+    printed = [line for line in capsys.readouterr().out.splitlines() if "test accuracy" in line]
+    # Boundaries at 25, 50, 75, 100 local steps: the runs that reach them end at 30, 50, 80, 100.
+    assert [line.split()[2] for line in printed] == ["30", "50", "80", "100"], printed
+    assert [point[1] for point in loop.curve] == [30, 50, 80, 100]
+    assert loop.local_steps == 100 and loop.global_step == 100
+    # The progress line averages the last --log_every step losses, not the last runs'.
+    assert abs(float(printed[-1].split("loss ")[1].split()[0]) - np.mean(
+        [9.0] * 10 + [8.0] * 10 + [7.0] * 5)) < 1e-3
+
+
+def test_a_run_with_k_100_stops_within_k_steps_of_train_steps_and_checkpoints(tmp_path):
+    """The real script, one ps and one worker: every run adds K to the global step and the
+    stop check follows each run, so 250 steps end at 300; the checkpoint saver, which looks at
+    the global step after each run, still saves."""
+    log_dir = str(tmp_path / "run")
+    cluster = run_cluster(DIST_SETUP, workers=1, args=[
+        "--train_steps", "250", "--steps_per_run", "100", "--log_every", "100",
+        "--log_dir", log_dir, "--checkpoint_every", "100"])
+    [result] = worker_results(cluster)
+    assert result["global_step"] == result["local_steps"] == 300, result
+    assert result["steps_per_run"] == 100
+    assert [point[1] for point in result["curve"]] == [100, 200, 300], output(cluster)
+    assert os.path.exists(os.path.join(log_dir, "model.ckpt-300.index")), os.listdir(log_dir)
