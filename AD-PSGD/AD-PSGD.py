@@ -274,6 +274,13 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--step_delay", type=float, default=0.0,
                           help="seconds this task sleeps after each step: a deliberate straggler, "
                                "for experiments and tests")
+    training.add_argument("--steps_per_run", type=int, default=1,
+                          help="K: training steps per session.run, run one after the other in a "
+                               "tf.while_loop on the worker; each still reads θ, computes g and "
+                               "applies it, only K - 1 round trips are saved (faster). Progress, "
+                               "the stop check and checkpoints then come every K steps, and a "
+                               "worker may overshoot --train_steps by up to K - 1. An example "
+                               "that cannot loop its step says why and refuses K > 1")
 
 
 def parse_example_flags(parser, argv):
@@ -287,13 +294,25 @@ def parse_example_flags(parser, argv):
 
 
 def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every"):
+    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every", "steps_per_run"):
         if getattr(args, name) <= 0:
             parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
     if not args.learning_rate > 0:
         parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
     if args.step_delay < 0:
         parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+    if args.steps_per_run > 1 and steps_per_run_refused():
+        parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
+                     "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+
+
+def steps_per_run_refused():
+    """Why this example takes one step per session.run only, or None where --steps_per_run K > 1
+    is built: its lesson sets MANY_STEPS_PER_RUN = True and builds its step with repeat(). Any
+    other script refuses K > 1, with the reason its lesson gives in ONE_STEP_PER_RUN_BECAUSE."""
+    if globals().get("MANY_STEPS_PER_RUN") is True:
+        return None
+    return globals().get("ONE_STEP_PER_RUN_BECAUSE", "its training loop is not built for it")
 
 
 def parse_host_list(parser, flag, text, needed=True):
@@ -944,15 +963,20 @@ class TrainingLoop:
         return self.global_step < self.args.train_steps
 
     def step(self, loss, global_step=None):
-        """One local step done: its minibatch's loss, and the global step if it returned one."""
+        """One session.run of local steps done: the loss of each step it made (one, or the
+        --steps_per_run K of a loop), and the global step after it if it returned one. The
+        progress line and the accuracy curve come at the first run that reaches or crosses a
+        multiple of --log_every local steps."""
+        losses = np.ravel(loss)
         if global_step is not None:
             self.global_step = global_step
         self.watchdog.progress()
-        self.local_steps += 1
-        self.losses.append(loss)
+        logged = self.local_steps // self.args.log_every
+        self.local_steps += len(losses)
+        self.losses.extend(losses)
         if self.args.step_delay:
-            time.sleep(self.args.step_delay)
-        if self.local_steps % self.args.log_every == 0:
+            time.sleep(self.args.step_delay * len(losses))
+        if self.local_steps // self.args.log_every > logged:
             test_accuracy = self.sess.run(self.graph["test_accuracy"])
             self.curve.append([round(time.time(), 3), int(self.global_step),
                                round(float(test_accuracy), 4)])
@@ -1000,6 +1024,7 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
+              "steps_per_run": args.steps_per_run,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
@@ -1022,10 +1047,17 @@ def load_dataset(name, seed):
 
 
 def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph."""
+    """This worker's next minibatch (images, labels): see worker_iterator."""
+    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
+
+
+def worker_iterator(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph: each
+    get_next() op gives the next minibatch every time it runs (in a tf.while_loop's body, once
+    per iteration)."""
     shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
-    return tf.data.make_one_shot_iterator(shard.batch(batch_size)).get_next()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
 def initial_parameters(inputs, classes, seed, hidden=128):
@@ -1093,6 +1125,85 @@ def read_from_the_ps(params):
         for i, value in zip(indices, unpack(message, on_ps)):
             theta[i] = value
     return theta
+
+
+def repeat(step, steps, stacked=None):
+    """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
+    minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
+    global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
+    K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
+    the K losses, and the K values of every other output named in stacked ({name: dtype})} of
+    K such steps in one session.run: see steps_in_a_loop."""
+    if steps == 1:
+        return step()
+    return steps_in_a_loop(lambda index: step(), steps, stacked)
+
+
+def repeat_windows(local_step, commit, window, steps):
+    """--steps_per_run K in an example whose worker makes T local steps (a window) and then
+    commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
+    loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
+    (commit to the ps, pull θ) and returns the global step after it. With K = 1: {"local_step":
+    the update, "local_step_and_commit": the update then the commit, "loss", ...}, and the
+    lesson's loop picks one of the two per session.run. Otherwise K is a multiple of T, so that
+    every run starts a window and ends one with a commit: {"local_step_and_commit": the global
+    step after the last of K steps run in one session.run, "loss": the K losses}. It is a loop
+    of K / T windows, each a loop of T - 1 local steps on this worker alone, then the last local
+    step and the commit: the ps takes part once per window, as with K = 1 (a loop whose body
+    reached the ps would exchange its control messages with the ps at every local step)."""
+    if steps == 1:
+        ops = local_step()
+        update = ops.pop("train_op")
+        return dict(ops, local_step=update, local_step_and_commit=commit(update))
+
+    def one_window(index, _, losses):
+        def inside_the_window(step, losses):
+            ops = local_step()
+            with tf.control_dependencies([ops["train_op"], ops["loss"]]):
+                return step + 1, losses.write(index * window + step, ops["loss"])
+
+        last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
+                                     [tf.constant(0), losses], parallel_iterations=1,
+                                     back_prop=False)
+        with tf.control_dependencies([last]):
+            ops = local_step()
+        global_step = commit(ops["train_op"])
+        with tf.control_dependencies([global_step, ops["loss"]]):
+            return index + 1, tf.identity(global_step), losses.write(index * window + last,
+                                                                     ops["loss"])
+
+    _, global_step, losses = tf.while_loop(
+        lambda index, *_: index < steps // window, one_window,
+        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        parallel_iterations=1, back_prop=False)
+    return {"local_step_and_commit": global_step, "loss": losses.stack()}
+
+
+def steps_in_a_loop(step, steps, stacked=None):
+    """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
+    the other, in a single session.run; step returns {"train_op": the global step after it,
+    "loss": its loss}. Each step starts when the one before has ended (data and control
+    dependencies, one iteration at a time), so it reads θ as that one left it: K steps leave θ
+    and the global step exactly as K runs of one. Only the K - 1 round trips between this
+    process and the servers are saved. Variables, and an optimizer's slots, must exist before,
+    or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
+    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
+    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
+
+    def body(index, _, *arrays):
+        ops = step(index)
+        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+            return (index + 1, tf.identity(ops["train_op"])) + tuple(
+                array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+
+    _, global_step, *arrays = tf.while_loop(
+        lambda index, *_: index < steps, body,
+        [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
+                                                       for _, dtype in names],
+        parallel_iterations=1, back_prop=False)
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                train_op=global_step)
 
 
 def apply_on_the_ps(optimizer, gradients, params):
