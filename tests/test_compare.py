@@ -344,6 +344,19 @@ def test_the_straggler_alone_gets_the_step_delay():
             assert command[command.index("--step_delay") + 1] == "0.05"
 
 
+@pytest.mark.parametrize("algorithm, tasks", [
+    ("AllReduce-SGD", ["worker0", "worker1"]), ("Gossip-SGD", ["worker0", "worker1"]),
+    ("AD-PSGD", ["worker0", "worker1"]), ("Local-SGD", ["ps0", "worker0", "worker1"]),
+    (plan.BASELINE, ["worker0"])])
+def test_each_cluster_has_a_ps_only_where_its_script_has_one(algorithm, tasks):
+    settings = {"budget": 100, "batch_size": 32, "seed": 0, "log_every": 10,
+                "python": sys.executable}
+    config = plan.make_config(plan.BY_NAME[algorithm], len(tasks) - tasks.count("ps0"),
+                              settings)
+    cluster = compare.run.cluster_for(config, settings, echo=False)
+    assert [task.name for task in cluster.tasks] == tasks
+
+
 def test_csv_columns_and_numbers_are_recomputed_from_raw_results(comparison):
     rows = check_csv_against_raw(comparison[0], TARGET)
     # The baseline is the reference of the speed-up, in both budgets' tables.
@@ -782,3 +795,27 @@ def test_jin_section_names_the_first_family_at_each_worker_count(elastic_at_2, v
             "6.2 s (6.0–6.4 over 2 repeats) for synchronous all-reduce (AllReduce-SGD): this %s"
             % (elastic[len("AEASGD: "):], verdict)) in text, text
     assert "2 core(s) run every task" in text
+
+
+COMMITTED = os.path.join(ROOT, "results", "comparison")
+
+
+def test_the_readme_shows_the_committed_comparison_as_its_raw_results_say():
+    """results/comparison/ is a real run, committed: its report is what --replot makes of its
+    raw.json, and the README's section on Jin et al.'s question, its machine line and its plots
+    are that report's, not numbers typed in."""
+    raw = load_raw(COMMITTED)
+    assert raw["runs"] and all(run["ok"] for run in raw["runs"]), "a run of it failed"
+    settings = raw["settings"]
+    rows = metrics.summarize(raw, settings["target"])
+    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
+    for line in findings.jin_question(rows, settings).splitlines():
+        assert " ".join(line.split()) in readme, line
+    machine = settings["machine"]
+    assert "%d core(s), %s" % (machine["cores"], machine["platform"]) in readme
+    assert machine["date"] in readme and settings["command"] in readme
+    for plot in (compare.ACCURACY_PLOT, compare.SCALING_PLOT):
+        assert os.path.isfile(os.path.join(COMMITTED, plot)), plot
+        assert "(results/comparison/%s)" % plot in readme, plot
+    report = open(os.path.join(COMMITTED, compare.MARKDOWN_FILE)).read()
+    assert findings.jin_question(rows, settings) in report

@@ -85,7 +85,8 @@ def cluster_for(config, settings, echo):
     task_args = ({config["straggler_task"]: ["--step_delay", "%g" % config["straggler_delay"]]}
                  if config["straggler_task"] else None)
     return LocalCluster(os.path.join(plan.ROOT, config["script"]), workers=config["workers"],
-                        ps=0 if config["family"] == "baseline" else 1, args=config["args"],
+                        # (ps None: the script says how many, none for the ps-less examples)
+                        ps=0 if config["family"] == "baseline" else None, args=config["args"],
                         python=settings["python"], echo=echo, task_args=task_args)
 
 
