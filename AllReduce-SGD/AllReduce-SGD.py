@@ -51,17 +51,23 @@ BROADCAST_THETA, BROADCAST_STEP, MEAN_GRADIENT = 1, 2, 3
 
 def parse_flags(argv=None):
     parser = example_parser(__doc__, train_steps=1000, learning_rate=0.1)
-    schedule = parser.add_argument_group("learning rate schedule (Goyal et al. 2017)")
-    schedule.add_argument("--scale_learning_rate", action="store_true",
-                          help="the linear scaling rule: η = η₀·M, with η₀ = --learning_rate "
-                               "and M workers (an M times larger minibatch)")
-    schedule.add_argument("--warmup_steps", type=int, default=0,
-                          help="reach the target η linearly from η₀ over this many steps "
-                               "(gradual warm-up)")
+    add_learning_rate_schedule(parser)
     args = parse_example_flags(parser, argv)
     if args.warmup_steps < 0:
         parser.error("--warmup_steps must be 0 or more, got %d" % args.warmup_steps)
     return args
+
+
+def add_learning_rate_schedule(parser):
+    """Goyal et al.'s flags, the same in AllReduce-SGD and Synchronous-SGD."""
+    schedule = parser.add_argument_group("learning rate schedule (Goyal et al. 2017)")
+    schedule.add_argument("--scale_learning_rate", action="store_true",
+                          help="the linear scaling rule: η = η₀·M, with η₀ = --learning_rate "
+                               "and M the minibatches averaged per update (an M times larger "
+                               "minibatch)")
+    schedule.add_argument("--warmup_steps", type=int, default=0,
+                          help="reach the target η linearly from η₀ over this many steps "
+                               "(gradual warm-up)")
 
 
 def build_graph(args):
@@ -101,10 +107,13 @@ def all_reduce(value, workers, instance, final_op):
 
 
 def learning_rate(args, global_step):
-    """η₀ (--learning_rate), or with --scale_learning_rate η₀·M; with --warmup_steps W, step t
-    uses η₀ + (η − η₀)·min(t / W, 1) (Goyal et al.'s gradual warm-up)."""
+    """η₀ (--learning_rate), or with --scale_learning_rate η₀·M, M the minibatches averaged per
+    update (every worker's here; Synchronous-SGD's N, --replicas_to_aggregate); with
+    --warmup_steps W, step t uses η₀ + (η − η₀)·min(t / W, 1) (Goyal et al.'s gradual
+    warm-up)."""
     base = args.learning_rate
-    target = base * len(args.cluster["worker"]) if args.scale_learning_rate else base
+    averaged = getattr(args, "replicas_to_aggregate", None) or len(args.cluster["worker"])
+    target = base * averaged if args.scale_learning_rate else base
     if not args.warmup_steps:
         return tf.constant(target)
     progress = tf.minimum(tf.cast(global_step, tf.float32) / args.warmup_steps, 1.0)

@@ -14,7 +14,10 @@ those tagged with an older one (computed at an older θ). Unlike Chen et al., wh
 from N distinct workers, SyncReplicasOptimizer does not check who sent them: a fast worker that
 takes a second token of the same update before a slow worker takes its first sends a second
 gradient at the same θ, and it counts as another of the N (the README shows it).
---train_steps counts synchronous updates (global steps), not worker steps.
+--train_steps counts synchronous updates (global steps), not worker steps. With
+--scale_learning_rate η = η₀·N, Goyal et al.'s linear scaling rule for an N times larger
+minibatch, reached from η₀ over --warmup_steps updates ("Accurate, Large Minibatch SGD",
+arXiv:1706.02677; the same flags as AllReduce-SGD's).
 
 One host (one ps and two workers, on free ports):   bash run.sh
     with one backup worker:                         WORKERS=3 bash run.sh --replicas_to_aggregate 2
@@ -50,9 +53,24 @@ STARTED = time.time()
 def parse_flags(argv=None):
     parser = example_parser(__doc__, train_steps=1000, learning_rate=0.1)
     add_replicas_flag(parser)
+    add_learning_rate_schedule(parser)
     args = parse_example_flags(parser, argv)
     check_replicas_flag(parser, args)
+    if args.warmup_steps < 0:
+        parser.error("--warmup_steps must be 0 or more, got %d" % args.warmup_steps)
     return args
+
+
+def add_learning_rate_schedule(parser):
+    """Goyal et al.'s flags, the same in AllReduce-SGD and Synchronous-SGD."""
+    schedule = parser.add_argument_group("learning rate schedule (Goyal et al. 2017)")
+    schedule.add_argument("--scale_learning_rate", action="store_true",
+                          help="the linear scaling rule: η = η₀·M, with η₀ = --learning_rate "
+                               "and M the minibatches averaged per update (an M times larger "
+                               "minibatch)")
+    schedule.add_argument("--warmup_steps", type=int, default=0,
+                          help="reach the target η linearly from η₀ over this many steps "
+                               "(gradual warm-up)")
 
 
 def build_graph(args):
@@ -77,13 +95,27 @@ def build_graph(args):
         # of N gradients from every accumulator, applies θ ← θ − η·mean(g), adds 1 to
         # global_step and puts one token per worker, holding the new global step, in the queue.
         optimizer = tf.train.SyncReplicasOptimizer(
-            tf.train.GradientDescentOptimizer(args.learning_rate),
+            tf.train.GradientDescentOptimizer(learning_rate(args, global_step)),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
         train_op = optimizer.apply_gradients(zip(tf.gradients(loss, theta), params),
                                              global_step=global_step)
         test_accuracy = accuracy(params, test_images, test_labels)
     return {"train_op": train_op, "loss": loss, "global_step": global_step,
             "test_accuracy": test_accuracy, "optimizer": optimizer}
+
+
+def learning_rate(args, global_step):
+    """η₀ (--learning_rate), or with --scale_learning_rate η₀·M, M the minibatches averaged per
+    update (every worker's here; Synchronous-SGD's N, --replicas_to_aggregate); with
+    --warmup_steps W, step t uses η₀ + (η − η₀)·min(t / W, 1) (Goyal et al.'s gradual
+    warm-up)."""
+    base = args.learning_rate
+    averaged = getattr(args, "replicas_to_aggregate", None) or len(args.cluster["worker"])
+    target = base * averaged if args.scale_learning_rate else base
+    if not args.warmup_steps:
+        return tf.constant(target)
+    progress = tf.minimum(tf.cast(global_step, tf.float32) / args.warmup_steps, 1.0)
+    return base + (target - base) * progress
 
 
 ONE_STEP_PER_RUN_BECAUSE = ("SyncReplicasOptimizer's token queue and its chief's hooks work "

@@ -80,16 +80,30 @@ def parse(module, workers=2, extra=()):
                                "--worker_hosts", hosts] + list(extra))
 
 
+@pytest.mark.parametrize("script, aggregated", [(ALLREDUCE, 4), ("Synchronous-SGD/ssgd.py", 2)])
 @pytest.mark.parametrize("flags, schedule", [
     ([], [0.1] * 5),
-    (["--scale_learning_rate"], [0.4] * 5),
-    (["--scale_learning_rate", "--warmup_steps", "3"], [0.1, 0.2, 0.3, 0.4, 0.4]),
+    (["--scale_learning_rate"], ["η"] * 5),
+    (["--scale_learning_rate", "--warmup_steps", "3"], [0.1, "1/3", "2/3", "η", "η"]),
     (["--warmup_steps", "3"], [0.1] * 5),
 ])
-def test_the_learning_rate_follows_the_linear_scaling_rule_and_its_warm_up(flags, schedule):
-    """Four workers, η₀ = 0.1: η = 0.4 with the scaling rule, reached linearly over W steps."""
-    module = load_example(ALLREDUCE)
-    args = parse(module, workers=4, extra=["--learning_rate", "0.1"] + flags)
+def test_the_learning_rate_follows_the_linear_scaling_rule_and_its_warm_up(
+        script, aggregated, flags, schedule):
+    """Four workers, η₀ = 0.1: η = 0.1·M with the scaling rule, M the minibatches averaged per
+    update (AllReduce-SGD: all 4; Synchronous-SGD with --replicas_to_aggregate 2: 2), reached
+    linearly over W steps."""
+    module = load_example(script)
+    if script == ALLREDUCE:
+        args = parse(module, workers=4, extra=["--learning_rate", "0.1"] + flags)
+    else:
+        hosts = ",".join("localhost:%d" % port for port in free_ports(5))
+        args = module.parse_flags(["--job_name", "worker", "--task_index", "1", "--ps_hosts",
+                                   hosts.split(",")[0], "--worker_hosts",
+                                   ",".join(hosts.split(",")[1:]), "--replicas_to_aggregate",
+                                   "2", "--learning_rate", "0.1"] + flags)
+    target = 0.1 * aggregated
+    schedule = [{"η": target, "1/3": 0.1 + (target - 0.1) / 3,
+                 "2/3": 0.1 + 2 * (target - 0.1) / 3}.get(value, value) for value in schedule]
     tf = module.tf
     with tf.Graph().as_default():
         step = tf.placeholder(tf.int64, [])

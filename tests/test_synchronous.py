@@ -117,12 +117,15 @@ def assert_parameters_close(actual, expected, previous):
 
 @pytest.mark.tf2
 def test_one_ssgd_step_changes_theta_by_minus_eta_times_the_mean_gradient(tmp_path):
+    """With Goyal et al.'s scaling rule (N = 3) and a warm-up of two updates: update 0 uses
+    η₀ = 0.5, update 1 η₀ + (3·η₀ − η₀)/2 = 1.0."""
     _, shards, initial = shards_and_initial_parameters(SSGD, 3)
-    results, thetas = run_and_read_checkpoints(SSGD, tmp_path, 2, ["--learning_rate", "0.5"])
+    results, thetas = run_and_read_checkpoints(SSGD, tmp_path, 2, [
+        "--learning_rate", "0.5", "--scale_learning_rate", "--warmup_steps", "2"])
     assert [r["local_steps"] for r in results] == [2, 2, 2]
-    for before, after in zip(thetas, thetas[1:]):
+    for rate, before, after in zip([0.5, 1.0], thetas, thetas[1:]):
         gradients = [gradient(before, images, labels) for images, labels in shards]
-        expected = [value - 0.5 * np.mean(parts, axis=0)
+        expected = [value - rate * np.mean(parts, axis=0)
                     for value, parts in zip(before, zip(*gradients))]
         assert_parameters_close(after, expected, before)
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])

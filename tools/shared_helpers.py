@@ -30,7 +30,10 @@ TWINS = [("elastic_exchange", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
          ("train", ["AGN/AGN.py", "DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"]),
          ("train", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
          ("train", ["Synchronous-SGD/ssgd.py", "Synchronous-SGD-different-learning-rates/ssgd.py"]),
-         ("pull", ["DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"])]
+         ("pull", ["DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"]),
+         ("learning_rate", ["AllReduce-SGD/AllReduce-SGD.py", "Synchronous-SGD/ssgd.py"]),
+         ("add_learning_rate_schedule", ["AllReduce-SGD/AllReduce-SGD.py",
+                                         "Synchronous-SGD/ssgd.py"])]
 TAG = re.compile(r"# [A-Za-z][\w-]*: ")
 APPENDIX_BANNER = RULE + "# Appendix: what every example shares"
 FAMILY_BANNER = RULE + "# Appendix, synchronous family:"
