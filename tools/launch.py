@@ -156,6 +156,7 @@ class LocalCluster:
                       + [Task("worker", index) for index in range(workers)])
         self.console = Console()
         self._changed = threading.Condition()
+        self.interrupted = False
 
     def __enter__(self):
         return self
@@ -224,15 +225,24 @@ class LocalCluster:
                 task.done = True
             self._changed.notify_all()
 
+    def interrupt(self):
+        """For a signal handler: the next look of wait_for raises KeyboardInterrupt. (Raised by
+        the handler itself, it could land inside Condition.wait as it takes its lock again,
+        and leaving the `with` would then fail to release a lock it does not hold.)"""
+        self.interrupted = True
+
     def wait_for(self, predicate, timeout):
-        """Block until predicate() is true (re-checked whenever a task prints or ends)."""
+        """Block until predicate() is true (re-checked whenever a task prints or ends, and at
+        least every 0.2 s for an interrupt)."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while not predicate():
+                if self.interrupted:
+                    raise KeyboardInterrupt
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._changed.wait(remaining)
+                self._changed.wait(min(remaining, 0.2))
             return True
 
     def wait_for_line(self, name, pattern, timeout):
@@ -472,6 +482,8 @@ def main(argv=None):
     cluster = LocalCluster(options.script, options.workers, options.ps, options.args,
                            task_env=task_env)
     say = cluster.console.print
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: cluster.interrupt())
     try:
         cluster.start()
         say("[launch] %s: %s; %s" % (os.path.basename(options.script), ", ".join(
