@@ -185,12 +185,21 @@ class ForkedProcess:
         return code
 
     def _collect(self, timeout):
+        """The exit status, once the zygote has written it (poll, not select: the test process
+        may hold more than 1024 descriptors)."""
         with self._lock:
-            if self.returncode is None and select.select([self._status], [], [], timeout)[0]:
-                data = os.read(self._status, 4)
-                os.close(self._status)
-                self.returncode, = struct.unpack("!i", data)
+            if self.returncode is None:
+                waiting = select.poll()
+                waiting.register(self._status, select.POLLIN)
+                if waiting.poll(None if timeout is None else int(timeout * 1000)):
+                    data = os.read(self._status, 4)
+                    os.close(self._status)
+                    self.returncode, = struct.unpack("!i", data)
             return self.returncode
+
+    def __del__(self):
+        if self.returncode is None:
+            os.close(self._status)
 
     def send_signal(self, sig):
         if self.returncode is None:

@@ -219,6 +219,7 @@ class LocalCluster:
                 if self.console.closed:
                     with self._changed:
                         self._changed.notify_all()
+        process.stdout.close()  # at its end: a long session of clusters holds no stale pipes
         process.wait()
         with self._changed:
             if task.process is process:  # not started again meanwhile (start_task after a kill)
