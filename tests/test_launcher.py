@@ -199,9 +199,12 @@ def test_restart_on_failure_starts_a_killed_task_again_with_the_same_command_lin
 def test_a_dead_task_is_reported_and_the_others_finish(policy):
     """Without a restart (no policy, or none left), the launcher reports the dead worker and
     lets the others end by themselves: the survivor finishes training, the ps says who is
-    missing, and the table and the exit code say what failed."""
-    with Launched(["bash", HOGWILD, "--train_steps", "1200", "--log_every", "50"],
-                  env=policy) as run:
+    missing once it has waited --timeout for it, and the table and the exit code say what
+    failed."""
+    # --timeout 15: the ps gives a worker whose port closed that long to be started again
+    # before it calls it lost (60 s by default).
+    with Launched(["bash", HOGWILD, "--train_steps", "1200", "--log_every", "50",
+                   "--timeout", "15"], env=policy) as run:
         run.wait_for_line(KILL_AT)
         os.kill(run.pid("worker1"), signal.SIGKILL)
         code, text = run.finish()
