@@ -201,16 +201,6 @@ class ForkedProcess:
         if self.returncode is None:
             os.close(self._status)
 
-    def send_signal(self, sig):
-        if self.returncode is None:
-            os.kill(self.pid, sig)
-
-    def kill(self):
-        self.send_signal(signal.SIGKILL)
-
-    def terminate(self):
-        self.send_signal(signal.SIGTERM)
-
 
 ZYGOTES = {}
 ZYGOTES_LOCK = threading.Lock()
