@@ -563,9 +563,11 @@ class Watchdog:
             sess = None
             while not self.stopped.wait(heartbeat_interval(self.args)):
                 try:
-                    if beats and not unreachable(self.args.cluster, "ps"):
-                        sess = sess or tf.Session(self.server.target,
-                                                  config=session_config(self.args))
+                    # A new session only towards ps ports that take connections; an open one
+                    # beats on its own connections (a port flooded by others may take no more).
+                    if sess is None and beats and not unreachable(self.args.cluster, "ps"):
+                        sess = tf.Session(self.server.target, config=session_config(self.args))
+                    if sess is not None:
                         sess.run(beats)
                 except tf.errors.OpError:
                     sess = None  # a restarted ps knows no old session: the next beat opens one
@@ -623,13 +625,15 @@ def answers(args, server, ps_index, seconds=3.0):
 
 def unreachable(cluster, job_name):
     """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
+    import errno
     dead = []
     for index, host in enumerate(cluster[job_name]):
         name, _, port = host.rpartition(":")
         try:
             socket.create_connection((name, int(port)), timeout=1.0).close()
-        except OSError:
-            dead.append(index)
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE):  # this process is out of file
+                dead.append(index)  # descriptors (a connection flood): no news of the peer
     return dead
 
 
@@ -1200,11 +1204,25 @@ def apply_on_the_ps(optimizer, gradients, params):
     return tf.group(*updates)
 
 
+def take_the_hard_descriptor_limit():
+    """A TF 1.15 gRPC server out of file descriptors stops serving the connections it has
+    ("Failed accept4: Too many open files", and no step completes), and a ps holds connections
+    from every worker and session, and from whoever else reaches its port. So every task raises
+    its soft limit (often 1024) to the hard one."""
+    import resource  # (here, not at the top: the lesson's imports are the lesson's)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit is above the kernel's nr_open
+        pass
+
+
 def main(argv=None):
     args = parse_flags(argv)
     who = task_name(args.job_name, args.task_index)
     if not claim_log_dir(args, who):
         return 2
+    take_the_hard_descriptor_limit()
     server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,
                              task_index=args.task_index, config=session_config(args))
     if args.job_name == "ps":

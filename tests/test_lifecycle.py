@@ -3,7 +3,10 @@ same command line, what --log_dir must refuse and what it must survive, and the 
 engine acts on (0 done, 2 bad input, 1 permanent, 138 "a peer was lost: start me again")."""
 import os
 import re
+import resource
 import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -187,3 +190,64 @@ def test_a_run_that_is_already_complete_says_so(tmp_path):
     assert "this run is already complete: global step 200 >= --train_steps 200" in output(
         again, "worker0"), output(again)
     assert worker_results(again)[0]["local_steps"] == 0
+
+
+def test_a_connection_flood_on_the_ps_port_is_ridden_out():
+    """Mid-run, idle connections are opened to ps0's port and held: more than the soft limit of
+    1024 file descriptors that every task gets here (a common default; the hard limit is
+    higher) plus the port's listen queue (net.core.somaxconn). A TF 1.15 server out of
+    descriptors stops serving the connections it has, so every task takes its hard limit at
+    start (take_the_hard_descriptor_limit); the workers train on, and every task ends with 0."""
+    with open("/proc/sys/net/core/somaxconn") as queue:
+        count = 1024 + int(queue.read()) + 500
+    limit = "--nofile=1024:%d" % (count + 1024)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = count + 2000  # and the descriptors this test process holds already
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip("the flood needs %d file descriptors here; the hard limit is %d"
+                    % (needed, hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    cluster = LocalCluster(example("Hogwild/Hogwild.py"), workers=2, echo=False, args=[
+        "--train_steps", "3000", "--log_every", "100", "--timeout", TIMEOUT])
+    flood = []
+    try:
+        for task in cluster.tasks:
+            cluster.start_task(task, ["prlimit", limit, "--"] + cluster.command(task))
+        assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        host, port = cluster.ps_hosts[0].rsplit(":", 1)
+        for _ in range(count):
+            flood.append(socket.socket())
+            flood[-1].setblocking(False)
+            flood[-1].connect_ex((host, int(port)))
+        ps = cluster.task("ps0").process
+        assert cluster.wait_for(lambda: ps.poll() is not None or len(
+            os.listdir("/proc/%d/fd" % ps.pid)) > 1024, 30), "the ps never held the flood"
+        finish(cluster)
+    finally:
+        for connection in flood:
+            connection.close()
+        cluster.stop()
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    assert all(r["global_step"] >= 3000 for r in worker_results(cluster))
+
+
+def test_a_task_out_of_descriptors_does_not_call_a_peer_unreachable():
+    """A port probe that fails because this process has no descriptor left (EMFILE) says
+    nothing about the peer: unreachable() does not count it (else a ps in a connection flood
+    would call its live workers lost)."""
+    probe = (
+        "import importlib.util, resource, socket, sys\n"
+        "spec = importlib.util.spec_from_file_location('hogwild', sys.argv[1])\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen(8)\n"
+        "closed = socket.socket(); closed.bind(('127.0.0.1', 0))\n"
+        "cluster = {'worker': ['127.0.0.1:%d' % s.getsockname()[1] for s in (listener, closed)]}\n"
+        "before = module.unreachable(cluster, 'worker')\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)); held = []\n"
+        "try:\n"
+        "    while True: held.append(open('/dev/null'))\n"
+        "except OSError: pass\n"
+        "print(before, module.unreachable(cluster, 'worker'))\n")
+    result = subprocess.run([sys.executable, "-c", probe, example("Hogwild/Hogwild.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=RUN_TIMEOUT)
+    assert result.stdout.decode().split("\n")[-2] == "[1] []", result.stderr.decode()[-2000:]

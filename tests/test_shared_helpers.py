@@ -13,8 +13,9 @@ import shared_helpers
 
 SCRIPTS = shared_helpers.example_scripts()
 THIRD_PARTY = {"numpy", "tensorflow", "sklearn"}
-STANDARD_LIBRARY = {"argparse", "collections", "contextlib", "fcntl", "itertools", "json", "math",
-                    "os", "re", "signal", "socket", "sys", "threading", "time"}
+STANDARD_LIBRARY = {"argparse", "collections", "contextlib", "errno", "fcntl", "itertools", "json",
+                    "math", "os", "re", "resource", "signal", "socket", "sys", "threading",
+                    "time"}
 # The shape of ../shared/STYLE.md: the algorithm (build_graph; the baseline's main) starts within
 # the first screens, and the lesson, from its first definition to the appendix, is short.
 ALGORITHM_STARTS_BY = 80
