@@ -752,7 +752,6 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     not re-created (its peers' collective ops would not wait for a new one)."""
     hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
     config = config or session_config(args)
-    hooks += [AnnounceHook(args)] if args.cluster["ps"] else []
     if is_chief(args):
         hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
         if args.log_dir:
@@ -823,6 +822,7 @@ class ChiefSessionCreator(tf.train.SessionCreator):
         self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
 
     def create_session(self):
+        tell_parameter_servers(self.args, self.server, b"started")  # (see AfterTheChief...)
         self.scaffold.finalize()
         if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
             return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
@@ -875,6 +875,10 @@ class AfterTheChiefSessionCreator(tf.train.SessionCreator):
         self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
 
     def create_session(self):
+        # "started" to every ps at each (re-)created session, before the wait: a restarted ps
+        # that hears nothing from a worker within --timeout of its own start calls it never up,
+        # and the chief's restore may take that long (TF 2.x, a loaded machine).
+        tell_parameter_servers(self.args, self.server, b"started")
         wait_until_chief_is_ready(self.args, self.server)
         return self.worker.create_session()
 
@@ -890,21 +894,6 @@ class CloseReadyQueueHook(tf.train.SessionRunHook):
     def after_create_session(self, session, coord):
         if not session.run(self._is_closed):
             session.run(self._close)
-
-
-class AnnounceHook(tf.train.SessionRunHook):
-    """Says "started" to every ps whenever a session is (re-)created, so that a restarted ps
-    knows who trains."""
-
-    def __init__(self, args):
-        self.args = args
-
-    def begin(self):
-        self._announce = [queue.enqueue((self.args.task_index, b"started"))
-                          for queue in status_queues(self.args.cluster)]
-
-    def after_create_session(self, session, coord):
-        session.run(self._announce)
 
 
 class TrainingLoop:
@@ -1216,8 +1205,8 @@ def main(argv=None):
     watchdog = Watchdog(args, server)
     try:
         # "started" at once, before a session that may wait for the chief, so that the ps
-        # accounts for a worker that dies while it waits; AnnounceHook says it again for every
-        # session (re-)created, which a restarted ps needs to hear.
+        # accounts for a worker that dies while it waits; the session creators say it again
+        # for every session (re-)created, which a restarted ps needs to hear.
         tell_parameter_servers(args, server, b"started")
         code = train(args, server, watchdog)
         finish_among_workers(args, server, watchdog)
