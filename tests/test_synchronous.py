@@ -269,7 +269,7 @@ def test_with_a_backup_worker_the_others_finish_without_the_dead_one():
     It is killed there; the others finish the 300 rounds without it."""
     cluster = LocalCluster(example(SAGN), workers=3, echo=False, args=[
         "--log_every", "50", "--replicas_to_aggregate", "2", "--train_steps", "300",
-        "--timeout", "15"],  # the ps waits that long for worker2 to come back (60 s by default)
+        "--timeout", "30"],  # the ps waits that long for worker2 to come back (60 s by default)
         task_args={name: ["--step_delay", "0.01"] for name in ("worker0", "worker1")})
     try:
         start_the_chief_last(cluster)
