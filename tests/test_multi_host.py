@@ -55,6 +55,10 @@ class Network:
     def restore(self, host):
         ip("-n", self.switch, "link", "set", self.links[host], "up")
 
+    def ends(self, host):
+        """host's link as (namespace, device) at both ends: the switch's side and the host's."""
+        return ((self.switch, self.links[host]), (self.namespaces[host], "eth0"))
+
     def lose(self, host, percent):
         """Drop that share of the packets on host's link, both ways, at random, from now on.
         The kernel here has no netem (nor gact): an htb root whose default class passes
@@ -64,8 +68,7 @@ class Network:
         threshold = int(2 ** 32 * percent / 100)
         program = "4,32 0 0 %d,53 0 1 %d,6 0 0 0,6 0 0 %d" % (0xfffff000 + 56, threshold,
                                                              0xffffffff)
-        for namespace, device in ((self.switch, self.links[host]),
-                                  (self.namespaces[host], "eth0")):
+        for namespace, device in self.ends(host):
             for command in (["qdisc", "add", "dev", device, "root", "handle", "1:", "htb",
                              "default", "10"],
                             ["class", "add", "dev", device, "parent", "1:", "classid", "1:10",
@@ -82,8 +85,7 @@ class Network:
     def dropped(self, host):
         """Packets dropped on host's link so far, both ways (the 0-packet pfifos' count)."""
         total = 0
-        for namespace, device in ((self.switch, self.links[host]),
-                                  (self.namespaces[host], "eth0")):
+        for namespace, device in self.ends(host):
             text = subprocess.run(["ip", "netns", "exec", namespace, "tc", "-s", "qdisc", "show",
                                    "dev", device], check=True, stdout=subprocess.PIPE,
                                   timeout=30).stdout.decode()
