@@ -99,7 +99,7 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
     args = ["--log_every", "50", "--checkpoint_every", "20", "--log_dir", log_dir]
     has_ps = has_parameter_servers(script)
     crashed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
-                           args=["--train_steps", "100000", "--timeout", "5"] + args)
+                           args=["--train_steps", "100000", "--timeout", TIMEOUT] + args)
     try:
         crashed.start()
         # Both workers are training (each has reached the ps) and a checkpoint is written.
@@ -143,8 +143,14 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
 # Supervisor cannot re-create its session, so its workers exit 138 to be started again). The
 # examples without a ps have no such column: a restarted worker does not rejoin their peers
 # (their READMEs say why); the whole cluster restarted with --log_dir is their resume column.
-# --train_steps leaves room for three restarts of a few seconds each.
-RESTART_STEPS = 4000  # an asynchronous example's; a synchronous global step is more work
+# --train_steps leaves room for three restarts: while a restarted task starts (a few seconds, more
+# when other tests share the cores), an asynchronous survivor goes on stepping alone, up to ~2000
+# global steps; the next role is killed once the restarted one has logged its first steps.
+# A restarted task is back within a few seconds, so nobody waits out --timeout here; a long one
+# keeps a restart slowed by other tests on the same cores (up to 10 s, measured under pytest -n 3)
+# from being taken for a freeze.
+RESTART_TIMEOUT = "30"
+RESTART_STEPS = 6000  # an asynchronous example's; a synchronous global step is more work
 RESTARTED = {path: {"SAGN/SAGN.py": 500, "Local-SGD/Local-SGD.py": 200,
                     "Synchronous-SGD/ssgd.py": 1500,
                     "Synchronous-SGD-different-learning-rates/ssgd.py": 1500,
@@ -167,14 +173,14 @@ RESTARTED_ON_TF2 = {"Hogwild/Hogwild.py"}
 def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
     victims = ["worker1", "worker0"] + ([] if "sup" in script else ["ps0"])
     cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False, args=[
-        "--train_steps", str(RESTARTED[script]), "--log_every", "50", "--timeout", TIMEOUT,
+        "--train_steps", str(RESTARTED[script]), "--log_every", "50", "--timeout", RESTART_TIMEOUT,
         "--checkpoint_every", "100", "--log_dir", str(tmp_path)])
     steps_at_kill = {}
     try:
         cluster.start()
-        watch = "worker0"
+        watch, trained = "worker0", r"step 100 "
         for victim in victims:
-            assert cluster.wait_for_line(watch, r"step 100 ", BOUND), output(cluster)
+            assert cluster.wait_for_line(watch, trained, BOUND), output(cluster)
             if victim == "ps0":
                 assert cluster.wait_for(lambda: last_checkpoint_step(str(tmp_path)) > 0, BOUND)
             steps_at_kill[victim] = last_global_step(cluster)
@@ -182,7 +188,8 @@ def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
             cluster.kill(victim)
             task.process.wait()
             cluster.start_task(task, cluster.command(task))
-            watch = victim if victim != "ps0" else "worker0"
+            if victim != "ps0":  # the next role dies once the restarted one has trained
+                watch, trained = victim, r"step 50 "
         ended = cluster.wait(BOUND, stop_on_failure=False)
     finally:
         cluster.stop()
