@@ -59,13 +59,19 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ "$mode" = test ]; then
+    # Many tests spend much of their time waiting (for a --timeout, for a restarted task), so
+    # they run in parallel (pytest-xdist): one process more than the machine has cores, at most
+    # 8; -n 0 as an extra argument runs them one by one. A module with a module-wide fixture
+    # (one Slurm, one comparison run) stays in one process: --dist loadgroup, xdist_group marks.
+    # --durations: the slowest tests, so that every run shows where the suite's time goes.
+    jobs=$(( $(nproc) + 1 )); [ "$jobs" -le 8 ] || jobs=8
+    pytest=("$venv/bin/python" -m pytest tests -n "$jobs" --dist loadgroup --durations=25)
     if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
-        exec "$venv/bin/python" -m pytest tests --durations=25 "$@"
+        exec "${pytest[@]}" "$@"
     fi
     # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
     # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
-    # --durations: the slowest tests, so that every run shows where the suite's time goes.
-    "$venv/bin/python" -m pytest tests --durations=25
+    "${pytest[@]}"
     echo "setup: TensorFlow 2.x compatibility run: bash setup.sh --tf2 test -m tf2"
     exec bash "$root/setup.sh" --tf2 test -m tf2
 fi

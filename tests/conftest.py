@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
@@ -17,6 +19,22 @@ def pytest_configure(config):
         from launch import LocalCluster, start_process
         LocalCluster.spawn = staticmethod(
             lambda command, env, cwd: zygote.spawn(command, env, cwd, fallback=start_process))
+
+
+def pytest_sessionfinish(session):
+    """Under pytest-xdist (setup.sh runs the suite with -n) each worker process hands its cells
+    of the fault matrix to the controlling process, which prints the table."""
+    if hasattr(session.config, "workeroutput"):
+        from test_reliability import OUTCOMES
+        session.config.workeroutput["outcomes"] = [
+            [scenario, example, outcome] for (scenario, example), outcome in OUTCOMES.items()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    from test_reliability import OUTCOMES
+    for scenario, example, outcome in getattr(node, "workeroutput", {}).get("outcomes", []):
+        OUTCOMES[(scenario, example)] = outcome
 
 
 def pytest_terminal_summary(terminalreporter):

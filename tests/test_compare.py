@@ -30,7 +30,10 @@ import compare  # tools/compare/ (helpers put tools/ on the path)
 from compare import findings, metrics, plan, plots
 
 # matplotlib 3.9 calls pyparsing names that pyparsing 3.2 deprecates: not ours to fix.
-pytestmark = pytest.mark.filterwarnings("ignore:'.*' deprecated - use '.*'")
+# The comparisons are run once for the module (its fixtures): under pytest-xdist one worker runs
+# all of it.
+pytestmark = [pytest.mark.filterwarnings("ignore:'.*' deprecated - use '.*'"),
+              pytest.mark.xdist_group("compare")]
 
 TARGET = 0.6
 BUDGET = 60

@@ -28,6 +28,9 @@ NOTEBOOKS = execute.ALONE + execute.SIDE_BY_SIDE + execute.TRAINING
 CELL_TIMEOUT = 120  # seconds; far more than any cell needs, so that a hang fails instead
 WAIT_SECONDS = 60  # timeout_seconds of the side-by-side notebooks: how long one waits for another
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # IPython colours the tracebacks it prints
+# The notebooks that run alone are executed once for the module (the fixture `alone`): under
+# pytest-xdist one worker runs all of it.
+pytestmark = pytest.mark.xdist_group("notebooks")
 
 
 def text_of(notebook):

@@ -22,6 +22,8 @@ from slurm_cluster import SingleNodeSlurm, SlurmUnavailable, processes_of_job, t
 JOB_SCRIPT = os.path.join(ENGINES, "slurm", "train.sbatch")
 JOB_BOUND = 240  # seconds for one job, however busy the machine: a short run needs ~10 s
 FUNCTIONS = resolution_functions()
+# One single-node Slurm for the whole module: under pytest-xdist one worker runs all of it.
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 class Refused(Exception):
