@@ -38,15 +38,15 @@ def script(request):
     return request.param
 
 
-KILLED_RUN_STEPS = 1000  # --train_steps of a run with a task killed at the chief's 200th step
+KILLED_RUN_STEPS = 500  # --train_steps of a run with a task killed at the chief's 100th step
 
 
 def kill_during_training(script, victim, timeout=TIMEOUT):
-    """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 200th
+    """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 100th
     step); wait for the rest."""
     return run_and_kill(script, victim, ["--train_steps", str(KILLED_RUN_STEPS),
                                          "--log_every", "50", "--timeout", timeout],
-                        after=r"step 200 ", bound=BOUND)
+                        after=r"step 100 ", bound=BOUND)
 
 
 def classify(cluster, ended, victim):
@@ -143,18 +143,19 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
 # Supervisor cannot re-create its session, so its workers exit 138 to be started again). The
 # examples without a ps have no such column: a restarted worker does not rejoin their peers
 # (their READMEs say why); the whole cluster restarted with --log_dir is their resume column.
-# --train_steps leaves room for three restarts: while a restarted task starts (a few seconds, more
-# when other tests share the cores), an asynchronous survivor goes on stepping alone, up to ~2000
-# global steps; the next role is killed once the restarted one has logged its first steps.
+# --train_steps leaves room for three restarts: while a restarted task starts (a few seconds, up
+# to 10 measured when other tests share the cores), an asynchronous survivor goes on stepping
+# alone; --step_delay holds each worker to 50 steps/s, so that this costs ~500 global steps at
+# most, not ~2000 steps of CPU at full speed. The next role is killed once the restarted one has
+# logged its first steps. A synchronous example cannot run ahead of a dead worker; its global
+# steps are rounds, so it needs fewer of them, at full speed.
 # A restarted task is back within a few seconds, so nobody waits out --timeout here; a long one
-# keeps a restart slowed by other tests on the same cores (up to 10 s, measured under pytest -n 3)
-# from being taken for a freeze.
+# keeps a restart slowed by other tests on the same cores from being taken for a freeze.
 RESTART_TIMEOUT = "30"
-RESTART_STEPS = 6000  # an asynchronous example's; a synchronous global step is more work
-RESTARTED = {path: {"SAGN/SAGN.py": 500, "Local-SGD/Local-SGD.py": 200,
-                    "Synchronous-SGD/ssgd.py": 1500,
-                    "Synchronous-SGD-different-learning-rates/ssgd.py": 1500,
-                    "Distributed-Setup/dist_setup_sup.py": 8000}.get(path, RESTART_STEPS)
+RESTART_STEPS, RESTART_STEP_DELAY = 2500, "0.02"  # an asynchronous example's
+RESTARTED = {path: {"SAGN/SAGN.py": 300, "Local-SGD/Local-SGD.py": 200,
+                    "Synchronous-SGD/ssgd.py": 600,
+                    "Synchronous-SGD-different-learning-rates/ssgd.py": 600}.get(path, RESTART_STEPS)
              for path in EXAMPLES if has_parameter_servers(path)}
 
 
@@ -174,7 +175,8 @@ def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
     victims = ["worker1", "worker0"] + ([] if "sup" in script else ["ps0"])
     cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False, args=[
         "--train_steps", str(RESTARTED[script]), "--log_every", "50", "--timeout", RESTART_TIMEOUT,
-        "--checkpoint_every", "100", "--log_dir", str(tmp_path)])
+        "--checkpoint_every", "100", "--log_dir", str(tmp_path)] + (
+            ["--step_delay", RESTART_STEP_DELAY] if family(script) == "asynchronous" else []))
     steps_at_kill = {}
     try:
         cluster.start()
