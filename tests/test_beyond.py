@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import (RUN_TIMEOUT, LocalCluster, example, free_ports, load_example,
-                     start_the_chief_last, output, results_in, run_script, tf_major_version)
+from helpers import (LocalCluster, example, free_ports, load_example, start_the_chief_last,
+                     output, results_in, run_cluster, run_script, tf_major_version)
 
 SCRIPTS = {"AEASGD": "AEASGD/AEASGD.py", "EAMSGD": "EAMSGD/EAMSGD.py",
            "DynSGD": "DynSGD/DynSGD.py", "Staleness-Aware-SGD":
@@ -55,13 +55,7 @@ def run_with_the_defaults(script):
                                 env={"PYTHON": sys.executable})
         assert code == 0, text
         return text
-    cluster = LocalCluster(example(script), workers=2, echo=False)
-    try:
-        cluster.start()
-        assert cluster.wait(RUN_TIMEOUT), output(cluster)
-    finally:
-        cluster.stop()
-    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    cluster = run_cluster(script)
     return "\n".join(line for task in cluster.tasks for line in task.lines)
 
 
