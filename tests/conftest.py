@@ -6,12 +6,30 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
+# Disjoint port ranges for up to 10 parallel test processes, all below the ephemeral range.
+FIRST_TEST_PORT, PORTS_PER_PROCESS, PORT_RANGES = 12000, 2000, 10
+
+
+
+def port_range_of(worker):
+    """(low, high) of the ports of pytest-xdist's test process "gw<N>", or None."""
+    if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < PORT_RANGES:
+        low = FIRST_TEST_PORT + int(worker[2:]) * PORTS_PER_PROCESS
+        return low, low + PORTS_PER_PROCESS - 1
+    return None
+
 
 def pytest_configure(config):
     # `bash setup.sh test` runs every test on TensorFlow 1.15.5, then the tests marked tf2 on
     # TensorFlow 2.x (pytest -m tf2): every example trains to its accuracy, every update rule is
     # exact, placement, the notebooks, and the fault matrix for one example of each family.
     config.addinivalue_line("markers", "tf2: part of the TensorFlow 2.x compatibility run")
+    # Under pytest-xdist, each test process hands out ports from a range of its own (and every
+    # launcher it starts inherits the range), so that two clusters started at once in different
+    # processes never get the same port: see launch.free_ports.
+    ports = port_range_of(os.environ.get("PYTEST_XDIST_WORKER", ""))
+    if ports:
+        os.environ["LAUNCH_PORTS"] = "%d-%d" % ports
     # Every LocalCluster task forks from an interpreter that has imported TensorFlow already
     # (tests/zygote.py), unless TESTS_WITHOUT_ZYGOTE=1: then each is a process from scratch.
     if os.environ.get("TESTS_WITHOUT_ZYGOTE") != "1":

@@ -3,12 +3,15 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 
 import pytest
 
+import conftest
+import launch
 from helpers import ROOT, RUN_TIMEOUT, example, results_in, run_script
 
 RUN_SH = example("Distributed-Setup/run.sh")
@@ -238,7 +241,8 @@ def test_grace_bounds_the_wait_for_the_others_after_a_failure():
     ("RESTART", "always", "launch: error: unknown RESTART 'always': use on-failure, or never"),
     ("MAX_RESTARTS", "-1", "launch: error: MAX_RESTARTS must be a whole number, 0 or more"),
     ("WORKERS", "two", "launch: error: argument --workers: invalid int value: 'two'"),
-], ids=["RESTART", "MAX_RESTARTS", "WORKERS"])
+    ("LAUNCH_PORTS", "30000", "launch: error: LAUNCH_PORTS must be LOW-HIGH with 1024 <= LOW"),
+], ids=["RESTART", "MAX_RESTARTS", "WORKERS", "LAUNCH_PORTS"])
 def test_a_bad_launcher_variable_is_one_line_and_exit_code_2(variable, value, message):
     code, text = run_script(["bash", RUN_SH], env=dict(PYTHON, **{variable: value}))
     assert code == 2 and text.startswith(message) and text.count("\n") == 1, text
@@ -251,7 +255,7 @@ def test_help_is_the_scripts_own_once_then_the_launchers_variables():
     assert "--train_steps" in text and "[ps0]" not in text and "(pid" not in text
     variables = text[text.index("run.sh (tools/launch) itself reads"):]
     for variable in ("WORKERS=N", "RESTART=on-failure", "MAX_RESTARTS=N", "PYTHON=",
-                     "LAUNCH_NETWORK=host"):
+                     "LAUNCH_NETWORK=host", "LAUNCH_PORTS=LOW-HIGH"):
         assert variable in variables, text
 
 
@@ -352,3 +356,36 @@ def test_on_a_terminal_the_table_stands_without_the_raw_result_lines():
     assert re.search(r"worker0 +100 ", text) and "steps/s together" in text, text
     _, piped = run_script(["bash", RUN_SH, "--train_steps", "100"], env=PYTHON)
     assert [r["global_step"] for r in results_in(piped)] == [100], piped
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice():
+    """An outgoing connection takes its local port from the ephemeral range, so a port from
+    there could be taken between free_ports and the task's bind; and one process must not give
+    two clusters the same port (the parallel test run failed on that: 'port … already in use')."""
+    first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    handed = [port for _ in range(200) for port in launch.free_ports(3)]
+    assert len(set(handed)) == len(handed) == 600
+    assert all(1024 <= port < first_ephemeral for port in handed), handed
+
+
+def test_free_ports_stay_in_launch_ports_and_pass_over_a_port_in_use(monkeypatch):
+    low = launch.free_ports(1)[0]
+    monkeypatch.setenv("LAUNCH_PORTS", "%d-%d" % (low, low + 4))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", low + 2))
+        holder.listen(1)
+        for _ in range(3):  # wherever the search starts and however often it goes round
+            assert sorted(launch.free_ports(4)) == [low, low + 1, low + 3, low + 4]
+        with pytest.raises(RuntimeError, match="fewer than 5 free ports"):
+            launch.free_ports(5)
+
+
+def test_parallel_test_processes_have_disjoint_port_ranges_below_the_ephemeral_range():
+    first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ranges = [conftest.port_range_of("gw%d" % index) for index in range(conftest.PORT_RANGES)]
+    ports = [port for low, high in ranges for port in range(low, high + 1)]
+    assert len(set(ports)) == len(ports) and max(ports) < first_ephemeral, ranges
+    assert conftest.port_range_of("master") is None and conftest.port_range_of("gw99") is None
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:  # this very run: its launchers and clusters use its own range
+        assert os.environ["LAUNCH_PORTS"] == "%d-%d" % conftest.port_range_of(worker)

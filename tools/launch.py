@@ -24,6 +24,7 @@ import argparse
 import ctypes
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -49,15 +50,53 @@ def default_parameter_servers(script):
 
 
 def free_ports(count, host="127.0.0.1"):
-    """Ports nobody listens on now: bound together so that they differ, then released."""
-    sockets = [socket.socket() for _ in range(count)]
+    """count different ports that nobody uses now, for a cluster's tasks to bind a moment later.
+
+    They come from below the kernel's ephemeral range: a port from inside it (what binding port 0
+    gives) can be taken, between this check and the task's bind, as the local end of any outgoing
+    connection, such as another cluster's gRPC client. LAUNCH_PORTS=LOW-HIGH narrows the range
+    (the tests give each of their parallel processes its own); the search starts at a random
+    place in it, so that two launchers started at once rarely look at the same ports, and one
+    process never hands out the same port twice until it has gone round the range. A port is
+    free when it can be bound without SO_REUSEADDR, so one that still has connections in
+    TIME_WAIT is passed over. (host: kept for callers; the check binds every interface.)"""
+    low, high = port_range()
+    global _NEXT_PORT
+    if _NEXT_PORT is None or not low <= _NEXT_PORT <= high:
+        _NEXT_PORT = random.randint(low, high)
+    ports = []
+    for _ in range(high - low + 1):
+        port, _NEXT_PORT = _NEXT_PORT, low + (_NEXT_PORT + 1 - low) % (high - low + 1)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+        ports.append(port)
+        if len(ports) == count:
+            return ports
+    raise RuntimeError("fewer than %d free ports in %d-%d (LAUNCH_PORTS)" % (count, low, high))
+
+
+_NEXT_PORT = None
+
+
+def port_range():
+    """(low, high) of the ports free_ports hands out: LAUNCH_PORTS=LOW-HIGH, or from 10000 to
+    just below the kernel's ephemeral range (net.ipv4.ip_local_port_range; 32768 if unknown)."""
+    text = os.environ.get("LAUNCH_PORTS")
+    if text:
+        match = re.match(r"^(\d+)-(\d+)$", text.strip())
+        if not match or not 1024 <= int(match.group(1)) <= int(match.group(2)) <= 65535:
+            raise ValueError("LAUNCH_PORTS must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, "
+                             "or unset, got %r" % text)
+        return int(match.group(1)), int(match.group(2))
     try:
-        for sock in sockets:
-            sock.bind((host, 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ephemeral:
+            first_ephemeral = int(ephemeral.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    return 10000, max(first_ephemeral - 1, 10000 + 999)
 
 
 def die_with_parent():
@@ -406,7 +445,9 @@ run.sh (tools/launch) itself reads these environment variables:
   MAX_RESTARTS=N        restarts per task with RESTART=on-failure (now %d)
   PYTHON=/path/python   the interpreter (default: the project's .venv)
   LAUNCH_NETWORK=host   run on this machine's network, not in a private loopback-only one
-                        (needed for --dataset mnist's first download)"""
+                        (needed for --dataset mnist's first download)
+  LAUNCH_PORTS=LOW-HIGH the free ports to give the tasks from (default: 10000 up to the
+                        kernel's ephemeral range, which outgoing connections take theirs from)"""
 
 
 def show_help(options, console):
@@ -466,6 +507,10 @@ def main(argv=None):
         parser.error("MAX_RESTARTS must be a whole number, 0 or more, got %r"
                      % options.max_restarts)
     options.max_restarts = int(options.max_restarts)
+    try:
+        port_range()
+    except ValueError as error:
+        parser.error(str(error))
     started = time.time()
     signal.signal(signal.SIGTERM, _interrupted)
     if "-h" in options.args or "--help" in options.args:
