@@ -649,17 +649,22 @@ def session_config(args):
 
 
 class Watchdog:
-    """Liveness by progress. A worker that has made no progress for --timeout seconds (a ps or
-    a peer that died, froze or is cut off) says which task is silent and exits with the
+    """Liveness by progress. A worker that has waited --timeout seconds without progress (a ps
+    or a peer that died, froze or is cut off) says which task is silent and exits with the
     retryable code; TensorFlow alone could wait forever. Anything shorter (lost packets, a short
     link flap, a ps restarted from its checkpoint) is ridden out: TensorFlow retries, and the
-    MonitoredSession re-creates a session it lost. Meanwhile it sends the ps a heartbeat, so
+    MonitoredSession re-creates a session it lost. Only waiting counts: time in which the
+    training thread computes (building the graph, loading data) or is ready to but has no CPU
+    (a crowded machine) is no sign of a silent peer. Meanwhile it sends the ps a heartbeat, so
     that the ps can tell a frozen worker from a slow one."""
 
     def __init__(self, args, server):
         self.args, self.server = args, server
         self.who = task_name(args.job_name, args.task_index)
-        self.last_progress = time.monotonic()
+        # The thread that makes the watchdog trains: main() does, and Linux numbers the main
+        # thread with the process id (Python 3.8+ could ask threading.get_native_id()).
+        self.trainer = "/proc/self/task/%d/schedstat" % os.getpid()
+        self.progress_made = True
         self.reached = set()  # ps tasks that accepted a connection at least once
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
@@ -667,7 +672,7 @@ class Watchdog:
         self.heartbeat.start()
 
     def progress(self):
-        self.last_progress = time.monotonic()
+        self.progress_made = True  # (a flag: this runs at every step, so it must cost nothing)
 
     def stop(self):
         """No more checks; the heartbeat's session is closed before the process exits (TF 2.x
@@ -675,15 +680,29 @@ class Watchdog:
         self.stopped.set()
         self.heartbeat.join(heartbeat_interval(self.args) + 5.0)
 
+    def busy(self):
+        """Seconds the training thread has run on a CPU or waited in the run queue for one
+        (Linux's schedstat), or 0 where that cannot be read: then all time counts as waiting."""
+        try:
+            with open(self.trainer) as schedstat:
+                running, queued = schedstat.read().split()[:2]
+            return (int(running) + int(queued)) / 1e9
+        except (OSError, ValueError):
+            return 0.0
+
     def _watch(self):
         parameter_servers = set(range(len(self.args.cluster["ps"])))
+        waited, then, busy_then = 0.0, time.monotonic(), self.busy()
         while not self.stopped.wait(0.5):
             if self.reached != parameter_servers:  # (only to tell "never came up" apart)
                 self.reached |= parameter_servers - set(unreachable(self.args.cluster, "ps"))
-            silent = time.monotonic() - self.last_progress
-            if silent > self.args.timeout and not self.stopped.is_set():
+            now, busy_now = time.monotonic(), self.busy()
+            waited = 0.0 if self.progress_made else waited + max(
+                0.0, (now - then) - (busy_now - busy_then))
+            self.progress_made, then, busy_then = False, now, busy_now
+            if waited > self.args.timeout and not self.stopped.is_set():
                 print("[%s] error: no progress for %.0f s (--timeout %g): %s" % (
-                    self.who, silent, self.args.timeout,
+                    self.who, waited, self.args.timeout,
                     why_stuck(self.args, self.reached, self.server)),
                     file=sys.stderr, flush=True)
                 os._exit(RETRYABLE_EXIT_CODE)

@@ -251,3 +251,50 @@ def test_a_task_out_of_descriptors_does_not_call_a_peer_unreachable():
     result = subprocess.run([sys.executable, "-c", probe, example("Hogwild/Hogwild.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=RUN_TIMEOUT)
     assert result.stdout.decode().split("\n")[-2] == "[1] []", result.stderr.decode()[-2000:]
+
+
+WATCHED = """
+import importlib.util, os, subprocess, sys, time, types
+spec = importlib.util.spec_from_file_location("hogwild", sys.argv[1])
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+args = types.SimpleNamespace(job_name="worker", task_index=0, timeout=1.0,
+                             cluster={"ps": [], "worker": ["127.0.0.1:1"]})
+if sys.argv[2] == "starved":  # on one CPU, behind three busy processes of a higher priority
+    cpu = max(os.sched_getaffinity(0))
+    hog = "import os; os.sched_setaffinity(0, {%d})\\nwhile True: pass" % cpu
+    hogs = [subprocess.Popen([sys.executable, "-c", hog], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL) for _ in range(3)]
+    os.sched_setaffinity(0, {cpu}); os.nice(10)  # this thread, and the watchdog's after it
+watchdog = module.Watchdog(args, None)
+started, cpu_before = time.monotonic(), time.thread_time()
+if sys.argv[2] == "waits":
+    time.sleep(4 * args.timeout)
+else:
+    while time.monotonic() - started < 4 * args.timeout:
+        pass
+watchdog.stop()
+for hog in hogs if sys.argv[2] == "starved" else []:
+    hog.kill()
+print("survived: %.2f s of CPU in %.2f s" % (time.thread_time() - cpu_before,
+                                           time.monotonic() - started))
+"""
+
+
+@pytest.mark.parametrize("how", ["computes", "starved", "waits"])
+def test_the_watchdog_counts_waiting_not_computing_or_a_crowded_cpu(how):
+    """--timeout bounds how long a worker waits for its peers. A training thread that computes
+    (a slow graph build) or is ready to but gets no CPU (a crowded machine: here three busy
+    processes of a higher priority on its one CPU) for 4 × --timeout is no sign of a silent peer;
+    one that sleeps that long is stopped, with the retryable code, after about --timeout."""
+    started = time.monotonic()
+    code, text = run_script([sys.executable, "-c", WATCHED, example("Hogwild/Hogwild.py"), how])
+    if how == "waits":
+        assert code == RETRYABLE and "[worker0] error: no progress for 1 s (--timeout 1): " \
+            "not answering: worker0 (127.0.0.1:1)" in text, text
+        assert time.monotonic() - started < RUN_TIMEOUT and "survived" not in text
+        return
+    assert code == 0, text
+    cpu, wall = map(float, re.search(r"survived: ([\d.]+) s of CPU in ([\d.]+) s", text).groups())
+    assert wall >= 4.0
+    if how == "starved":  # it really was: the thread ran for less than half the time
+        assert cpu < wall / 2, text
