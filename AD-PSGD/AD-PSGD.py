@@ -1139,16 +1139,16 @@ def read_from_the_ps(params):
     return theta
 
 
-def repeat(step, steps, stacked=None):
+def repeat(step, steps, stacked=None, until=None):
     """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
     minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
     global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
     K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
     the K losses, and the K values of every other output named in stacked ({name: dtype})} of
-    K such steps in one session.run: see steps_in_a_loop."""
+    K such steps in one session.run, or fewer where until stops them: see steps_in_a_loop."""
     if steps == 1:
         return step()
-    return steps_in_a_loop(lambda index: step(), steps, stacked)
+    return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
 def repeat_windows(local_step, commit, window, steps):
@@ -1191,7 +1191,7 @@ def repeat_windows(local_step, commit, window, steps):
     return {"local_step_and_commit": global_step, "loss": losses.stack()}
 
 
-def steps_in_a_loop(step, steps, stacked=None):
+def steps_in_a_loop(step, steps, stacked=None, until=None):
     """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
     the other, in a single session.run; step returns {"train_op": the global step after it,
     "loss": its loss}. Each step starts when the one before has ended (data and control
@@ -1199,9 +1199,18 @@ def steps_in_a_loop(step, steps, stacked=None):
     and the global step exactly as K runs of one. Only the K - 1 round trips between this
     process and the servers are saved. Variables, and an optimizer's slots, must exist before,
     or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
-    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
-    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    builds ops only. With until, a function of the global step after a step that returns a bool
+    tensor, the loop also ends after the step where it is true (a synchronous worker must not
+    step past the last update). Returns {"train_op": the global step after the last, "loss": the
+    losses, and the values of each step's other outputs named in stacked, {name: dtype}}, of the
+    steps it ran."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
+
+    def more(index, global_step, *_):
+        if until is None:
+            return index < steps
+        return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
+                                                           tf.logical_not(until(global_step))))
 
     def body(index, _, *arrays):
         ops = step(index)
@@ -1209,12 +1218,12 @@ def steps_in_a_loop(step, steps, stacked=None):
             return (index + 1, tf.identity(ops["train_op"])) + tuple(
                 array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
 
-    _, global_step, *arrays = tf.while_loop(
-        lambda index, *_: index < steps, body,
+    ran, global_step, *arrays = tf.while_loop(
+        more, body,
         [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
                                                        for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
 
 

@@ -7,12 +7,11 @@ per worker), and the ps takes a step of size 1 with the mean:
 
     θ ← θ − (1/N)·Σᵢ ηᵢ·gᵢ        (global_step += 1; all N gradients were computed at this θ)
 
-Equal rates give plain SSGD with η. Giving a worker a smaller rate lowers its weight in every
-update, for instance a worker whose data is noisier. The rule is exact for plain gradient
-descent; the README says what becomes of it with adaptive optimizers (Adam, Adagrad).
-Backup workers as in Synchronous-SGD/, whose docstring says where TensorFlow differs from Chen
-et al. 2016, "Revisiting Distributed Synchronous SGD": one fast worker may supply two of the N
-(its ηᵢ·gᵢ then counts twice).
+Equal rates give plain SSGD with η; a smaller rate lowers a worker's weight in every update (say,
+one whose data is noisier). The rule is exact for plain gradient descent; the README says what
+becomes of it with adaptive optimizers (Adam, Adagrad). Backup workers as in Synchronous-SGD/,
+whose docstring says where TensorFlow differs from Chen et al. 2016, "Revisiting Distributed
+Synchronous SGD": one fast worker may supply two of the N (its ηᵢ·gᵢ then counts twice).
 
 One host (one ps, two workers):   bash run.sh --learning_rates 0.15,0.05
 Several hosts, one command per task:
@@ -43,6 +42,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "ssgd_different_learning_rates"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K synchronous steps per session.run
 STARTED = time.time()
 
 
@@ -88,32 +88,61 @@ def build_graph(args):
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
         params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
         global_step = tf.train.get_or_create_global_step()
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        # θ comes from the ps in one message (read_from_the_ps); the passes run here.
-        theta = read_from_the_ps(params)
-        loss = cross_entropy(theta, images, labels)
-        # A worker's step puts ηᵢ·gᵢ into one accumulator per variable on the ps, tagged with
-        # the global step it was computed at (an older tag is stale: dropped), then takes a
-        # token from the token queue. The chief's aggregation (SynchronousTrainingHook) takes
-        # the mean of N of them from every accumulator and applies it with a step of size 1,
-        # θ ← θ − mean(ηᵢ·gᵢ), adds 1 to global_step and puts one token per worker, holding the
-        # new global step, in the queue.
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
         optimizer = tf.train.SyncReplicasOptimizer(
             tf.train.GradientDescentOptimizer(1.0),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
         rate = args.learning_rates[args.task_index]
-        gradients = tf.gradients(loss, theta)
-        train_op = optimizer.apply_gradients([(rate * gradient, variable)
-                                              for gradient, variable in zip(gradients, params)],
-                                             global_step=global_step)
+
+        def step():
+            images, labels = batches.get_next()
+            # θ comes from the ps in one message (read_from_the_ps); the passes run here.
+            theta = read_from_the_ps(params)
+            loss = cross_entropy(theta, images, labels)
+            # A worker's step puts ηᵢ·gᵢ into one accumulator per variable on the ps, tagged
+            # with the global step it was computed at (an older tag is stale: dropped), then
+            # takes a token from the token queue. The chief's aggregation
+            # (SynchronousTrainingHook) takes the mean of N of them from every accumulator and
+            # applies it with a step of size 1, θ ← θ − mean(ηᵢ·gᵢ), adds 1 to global_step and
+            # puts one token per worker, holding the new global step, in the queue. The step
+            # returns its token's global step.
+            rated = [(rate * gradient, variable)
+                     for gradient, variable in zip(tf.gradients(loss, theta), params)]
+            token = synchronous_step(optimizer, rated, global_step,
+                                     in_a_loop=args.steps_per_run > 1)
+            return {"train_op": token, "loss": loss}
+
+        # SSGD: K synchronous steps per session.run, none after the last update (no token would
+        # come for it).
+        graph = repeat(step, args.steps_per_run, until=lambda token: token >= args.train_steps)
         test_accuracy = accuracy(params, test_images, test_labels)
-    return {"train_op": train_op, "loss": loss, "global_step": global_step,
-            "test_accuracy": test_accuracy, "optimizer": optimizer}
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, optimizer=optimizer)
 
 
-ONE_STEP_PER_RUN_BECAUSE = ("SyncReplicasOptimizer's token queue and its chief's hooks work "
-                            "once per session.run")
+def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
+    """A worker's synchronous step; returns the global step of the token it took. Outside a loop
+    (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
+    half of the step (each gradient into its variable's accumulator, tagged with this worker's
+    step; then a token, which becomes its step) and the chief's half (the mean of N from each
+    accumulator, the update, M tokens) that SynchronousTrainingHook runs on its own. In the
+    tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
+    apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
+    only needs their shapes), and each iteration builds the worker's half from the
+    accumulators, the queue and the step variable that it made (TF 1.15's attribute names)."""
+    if not in_a_loop:
+        return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    grads_and_vars = list(grads_and_vars)
+    with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
+        optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
+                                  global_step=global_step)
+    sent = []
+    for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
+        with tf.device(device):  # read the tag in the loop: it changes at every iteration
+            sent.append(accumulator.apply_grad(gradient, optimizer._local_step.read_value()))
+    with tf.control_dependencies(sent), tf.device(global_step.device):
+        token = optimizer._sync_token_queue.dequeue()
+    return tf.assign(optimizer._local_step, token)
 
 
 def train(args, server, watchdog):
@@ -121,8 +150,8 @@ def train(args, server, watchdog):
     synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
     with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
         while loop.running():
-            # One synchronous step: send gᵢ, then wait for a token. The token holds the
-            # global step of the update that released it.
+            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
+            # The token holds the global step of the update that released it.
             global_step, loss = sess.run([graph["train_op"], graph["loss"]])
             loop.step(loss, global_step)
     return loop.report()
@@ -1250,16 +1279,16 @@ def read_from_the_ps(params):
     return theta
 
 
-def repeat(step, steps, stacked=None):
+def repeat(step, steps, stacked=None, until=None):
     """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
     minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
     global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
     K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
     the K losses, and the K values of every other output named in stacked ({name: dtype})} of
-    K such steps in one session.run: see steps_in_a_loop."""
+    K such steps in one session.run, or fewer where until stops them: see steps_in_a_loop."""
     if steps == 1:
         return step()
-    return steps_in_a_loop(lambda index: step(), steps, stacked)
+    return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
 def repeat_windows(local_step, commit, window, steps):
@@ -1302,7 +1331,7 @@ def repeat_windows(local_step, commit, window, steps):
     return {"local_step_and_commit": global_step, "loss": losses.stack()}
 
 
-def steps_in_a_loop(step, steps, stacked=None):
+def steps_in_a_loop(step, steps, stacked=None, until=None):
     """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
     the other, in a single session.run; step returns {"train_op": the global step after it,
     "loss": its loss}. Each step starts when the one before has ended (data and control
@@ -1310,9 +1339,18 @@ def steps_in_a_loop(step, steps, stacked=None):
     and the global step exactly as K runs of one. Only the K - 1 round trips between this
     process and the servers are saved. Variables, and an optimizer's slots, must exist before,
     or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
-    builds ops only. Returns {"train_op": the global step after the last, "loss": the losses,
-    and the values of each step's other outputs named in stacked, {name: dtype}}."""
+    builds ops only. With until, a function of the global step after a step that returns a bool
+    tensor, the loop also ends after the step where it is true (a synchronous worker must not
+    step past the last update). Returns {"train_op": the global step after the last, "loss": the
+    losses, and the values of each step's other outputs named in stacked, {name: dtype}}, of the
+    steps it ran."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
+
+    def more(index, global_step, *_):
+        if until is None:
+            return index < steps
+        return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
+                                                           tf.logical_not(until(global_step))))
 
     def body(index, _, *arrays):
         ops = step(index)
@@ -1320,12 +1358,12 @@ def steps_in_a_loop(step, steps, stacked=None):
             return (index + 1, tf.identity(ops["train_op"])) + tuple(
                 array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
 
-    _, global_step, *arrays = tf.while_loop(
-        lambda index, *_: index < steps, body,
+    ran, global_step, *arrays = tf.while_loop(
+        more, body,
         [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
                                                        for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
 
 

@@ -26,11 +26,14 @@ AGN = "AGN/AGN.py"
 DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
 DOWNPOUR_EASY = "DOWNPOUR-Easy/DOWNPOUR.py"
 STALENESS = "Staleness-Aware-SGD/Staleness-Aware-SGD.py"
+SSGD = "Synchronous-SGD/ssgd.py"
+RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
 EVERY_STEP = [DIST_SETUP, HOGWILD, MULTI_GPU, STALENESS]  # one session.run is one step
+SYNCHRONOUS = [SSGD, RATES]  # one step: gᵢ to the accumulators, then a token
 WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY]  # T local steps, then a commit
 LOOPED = EVERY_STEP + WINDOWED
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
-REFUSING = [script for script in SCRIPTS if script not in LOOPED]
+REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS]
 
 
 def one_run(worker, windowed, window, local_steps):
@@ -181,6 +184,70 @@ def test_the_training_loop_counts_k_steps_per_run_and_logs_when_a_boundary_is_cr
     # The progress line averages the last --log_every step losses, not the last runs'.
     assert abs(float(printed[-1].split("loss ")[1].split()[0]) - np.mean(
         [9.0] * 10 + [8.0] * 10 + [7.0] * 5)) < 1e-3
+
+
+# ---------------------------------------------------------------------------------------------
+# The synchronous family: each iteration sends gᵢ and takes a token from the chief's aggregation.
+# ---------------------------------------------------------------------------------------------
+RUN_BOUND_MS = 30000  # a step that waits for a token that never comes fails instead of hanging
+
+
+def synchronous_train(script, steps_per_run, runs, train_steps):
+    """One worker (N = M = 1), the chief: SynchronousTrainingHook's aggregation runs in its
+    thread, as in the real script, while this thread makes `runs` session.runs of K steps.
+    Returns (its state, its losses, the tokens the runs returned)."""
+    args, [worker] = start(script, 1, steps_per_run, ["--train_steps", str(train_steps)])
+    module = worker.module
+    with worker.graph.as_default():
+        hook = module.SynchronousTrainingHook(args, None, worker.built, FakeWatchdog())
+    hook.after_create_session(worker.session, None)
+    options = module.tf.RunOptions(timeout_in_ms=RUN_BOUND_MS)
+    losses, tokens = [], []
+    try:
+        for _ in range(runs):
+            token, loss = worker.session.run([worker.built["train_op"], worker.built["loss"]],
+                                             options=options)
+            tokens.append(int(token))
+            losses += list(np.ravel(loss))
+    finally:
+        hook.end(worker.session)
+    assert not any(thread.is_alive() for thread in hook.threads), "the aggregation ended"
+    return state(worker), losses, tokens
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("script", SYNCHRONOUS)
+def test_k_synchronous_steps_in_one_run_are_k_single_steps_and_none_after_the_last(script):
+    """K = 10 for 2 runs against K = 1 for 15 runs, --train_steps 15, with the chief's
+    aggregation running: θ, the global step, the worker's step tag and every loss agree bit for
+    bit. The second run stops after 5 steps, at the token of the last update: a sixth would send
+    a gradient that no update takes and wait for a token that never comes (the bounded run
+    fails)."""
+    looped, looped_losses, looped_tokens = synchronous_train(script, 10, 2, 15)
+    single, single_losses, single_tokens = synchronous_train(script, 1, 15, 15)
+    assert_identical([looped], [single])
+    assert looped_losses == single_losses and len(looped_losses) == 15
+    assert looped_tokens == [10, 15] and single_tokens == list(range(1, 16))
+    assert looped["global_step"] == 15
+
+
+@pytest.mark.parametrize("workers, extra", [
+    (2, []), (3, ["--replicas_to_aggregate", "2"])], ids=["two-workers", "a-backup-worker"])
+def test_a_synchronous_run_with_k_10_ends_at_train_steps_and_every_task_exits_0(workers, extra):
+    """The real script: every worker's loop stops at the token of the last update, so the run
+    ends at exactly --train_steps updates, with no one left waiting (each task exits 0, the ps
+    hears from every worker). With N = M each worker made one step per update."""
+    cluster = run_cluster(SSGD, workers=workers, args=[
+        "--train_steps", "505", "--steps_per_run", "10", "--log_every", "100"] + extra)
+    results = worker_results(cluster)
+    assert [r["global_step"] for r in results] == [505] * workers, results
+    assert all(r["steps_per_run"] == 10 for r in results)
+    assert all(r["test_accuracy"] >= 0.9 for r in results), results
+    if not extra:
+        assert [r["local_steps"] for r in results] == [505] * workers, results
+    else:  # the updates took 2 of the 3 workers' gradients: at least 2 x 505 steps together
+        assert sum(r["local_steps"] for r in results) >= 2 * 505, results
+    assert "all %d workers are done; exiting" % workers in output(cluster, "ps0")
 
 
 def test_a_run_with_k_100_stops_within_k_steps_of_train_steps_and_checkpoints(tmp_path):

@@ -8,8 +8,9 @@ With --soak SECONDS it instead trains one example (Hogwild unless --only names a
 long and prints every task's resident memory over time, and how fast it grows once warmed up.
 With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user would pick
 instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
-interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild and AGN
-run twice there, one step per session.run (K = 1, the lesson) and --steps_per_run 100. With
+interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild, AGN
+and Synchronous-SGD run twice there, one step per session.run (K = 1, the lesson) and
+--steps_per_run 100. With
 --floor it runs the one-process baseline and Distributed-Setup (one ps, one worker) with
 --steps_per_run 1, 10 and 100, interleaved, and prints the step time of each against the
 one-process step.
@@ -312,7 +313,7 @@ TORCH_INSTALL = ("python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip insta
 TF2_INSTALL = "bash setup.sh --tf2, then --tf2_python .venv-tf2/bin/python (found there by itself)"
 K = 100  # --steps_per_run of the looped contestants: the K of issue 19's targets
 OURS = ["Hogwild/run.sh", "AGN/run.sh", "Synchronous-SGD/run.sh", "Hogwild/run.sh K=%d" % K,
-        "AGN/run.sh K=%d" % K]
+        "AGN/run.sh K=%d" % K, "Synchronous-SGD/run.sh K=%d" % K]
 # name: (script in tools/peers, interpreter route, the modules it needs, how to install them)
 PEERS = {"tf2-ps": ("tf2_ps.py", "tf2", "tensorflow, sklearn", TF2_INSTALL),
          "torch-ddp": ("torch_ddp.py", "torch", "torch, sklearn", TORCH_INSTALL),
@@ -328,6 +329,7 @@ PAIRS = [("Hogwild/run.sh", "tf2-ps", "wall_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "wall_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "launch_to_target_seconds", None),
          ("Synchronous-SGD/run.sh", "torch-ddp", "aggregate_steps_per_second", 1.0),
+         ("Synchronous-SGD/run.sh K=%d" % K, "torch-ddp", "aggregate_steps_per_second", 1.0),
          ("Hogwild/run.sh", "torch-hogwild", "aggregate_steps_per_second", None),
          ("AGN/run.sh", "torch-hogwild", "aggregate_steps_per_second", None),
          ("Hogwild/run.sh K=%d" % K, "torch-hogwild", "aggregate_steps_per_second", 0.25),
