@@ -280,8 +280,8 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
                 continue
             try:
                 global_step = self.session.run(self.global_step)
-            except tf.errors.OpError:
-                continue  # the ps went away too: the Watchdog says so
+            except (tf.errors.OpError, RuntimeError):  # (RuntimeError: a session closed while
+                continue  # it was re-created) the ps went away too: the Watchdog says so
             if global_step >= self.args.train_steps:
                 return  # they left after the last update, as they should
             lost = describe(cluster, "worker", gone_workers)

@@ -159,13 +159,11 @@ RESTARTED = {path: {"SAGN/SAGN.py": 300, "Local-SGD/Local-SGD.py": 200,
              for path in EXAMPLES if has_parameter_servers(path)}
 
 
-# On TensorFlow 2.x only Hogwild's restart columns run: there, Synchronous-SGD's run does not
-# yet always recover from the restarts in turn, so that gap is open, not hidden. One cause is
-# mended (a re-created session now says "started" before it waits for the chief: the restarted
-# ps had called worker1 never up while it waited); in 1 of 3 runs since, the chief still stops
-# 49 updates before the end, after worker1 finished: "ps0 accepts connections but does not
-# answer".
-RESTARTED_ON_TF2 = {"Hogwild/Hogwild.py"}
+# On TensorFlow 2.x the restart columns run for one example of each family. They need their
+# --timeout 30 there: a worker's gRPC channel to a killed ps keeps failing for a while after
+# the new ps listens (gRPC's growing reconnection back-off), and with --timeout 10 Synchronous-
+# SGD's restarts failed in 9 of 17 runs on TF 2.21 (TF 1.15: 3 of 3 passed); see its README.
+RESTARTED_ON_TF2 = {"Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"}
 UNDISTURBED_ACCURACY = 0.93  # what the accuracy tests ask of every example's undisturbed run
 
 
