@@ -10,7 +10,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 FIRST_TEST_PORT, PORTS_PER_PROCESS, PORT_RANGES = 12000, 2000, 10
 
 
-
 def port_range_of(worker):
     """(low, high) of the ports of pytest-xdist's test process "gw<N>", or None."""
     if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < PORT_RANGES:

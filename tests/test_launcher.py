@@ -362,7 +362,7 @@ def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice():
     """An outgoing connection takes its local port from the ephemeral range, so a port from
     there could be taken between free_ports and the task's bind; and one process must not give
     two clusters the same port (the parallel test run failed on that: 'port … already in use')."""
-    first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    first_ephemeral = launch.first_ephemeral_port()
     handed = [port for _ in range(200) for port in launch.free_ports(3)]
     assert len(set(handed)) == len(handed) == 600
     assert all(1024 <= port < first_ephemeral for port in handed), handed
@@ -381,7 +381,7 @@ def test_free_ports_stay_in_launch_ports_and_pass_over_a_port_in_use(monkeypatch
 
 
 def test_parallel_test_processes_have_disjoint_port_ranges_below_the_ephemeral_range():
-    first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    first_ephemeral = launch.first_ephemeral_port()
     ranges = [conftest.port_range_of("gw%d" % index) for index in range(conftest.PORT_RANGES)]
     ports = [port for low, high in ranges for port in range(low, high + 1)]
     assert len(set(ports)) == len(ports) and max(ports) < first_ephemeral, ranges

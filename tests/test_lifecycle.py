@@ -259,6 +259,7 @@ spec = importlib.util.spec_from_file_location("hogwild", sys.argv[1])
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 args = types.SimpleNamespace(job_name="worker", task_index=0, timeout=1.0,
                              cluster={"ps": [], "worker": ["127.0.0.1:1"]})
+hogs = []
 if sys.argv[2] == "starved":  # on one CPU, behind three busy processes of a higher priority
     cpu = max(os.sched_getaffinity(0))
     hog = "import os; os.sched_setaffinity(0, {%d})\\nwhile True: pass" % cpu
@@ -273,7 +274,7 @@ else:
     while time.monotonic() - started < 4 * args.timeout:
         pass
 watchdog.stop()
-for hog in hogs if sys.argv[2] == "starved" else []:
+for hog in hogs:
     hog.kill()
 print("survived: %.2f s of CPU in %.2f s" % (time.thread_time() - cpu_before,
                                            time.monotonic() - started))

@@ -10,10 +10,9 @@ With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user
 instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
 interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild, AGN
 and Synchronous-SGD run twice there, one step per session.run (K = 1, the lesson) and
---steps_per_run 100. With
---floor it runs the one-process baseline and Distributed-Setup (one ps, one worker) with
---steps_per_run 1, 10 and 100, interleaved, and prints the step time of each against the
-one-process step.
+--steps_per_run 100. With --floor it runs the one-process baseline and Distributed-Setup (one
+ps, one worker) with --steps_per_run 1, 10 and 100, interleaved, and prints the step time of
+each against the one-process step.
 
     python tools/benchmark.py [--repeats N] [--only Hogwild,AGN] [--readme]
     python tools/benchmark.py --soak 600 [--only Hogwild]

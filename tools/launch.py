@@ -49,7 +49,7 @@ def default_parameter_servers(script):
         return 1  # no such script: starting it says so
 
 
-def free_ports(count, host="127.0.0.1"):
+def free_ports(count):
     """count different ports that nobody uses now, for a cluster's tasks to bind a moment later.
 
     They come from below the kernel's ephemeral range: a port from inside it (what binding port 0
@@ -58,8 +58,8 @@ def free_ports(count, host="127.0.0.1"):
     (the tests give each of their parallel processes its own); the search starts at a random
     place in it, so that two launchers started at once rarely look at the same ports, and one
     process never hands out the same port twice until it has gone round the range. A port is
-    free when it can be bound without SO_REUSEADDR, so one that still has connections in
-    TIME_WAIT is passed over. (host: kept for callers; the check binds every interface.)"""
+    free when it can be bound on every interface without SO_REUSEADDR, so one that still has
+    connections in TIME_WAIT is passed over."""
     low, high = port_range()
     global _NEXT_PORT
     if _NEXT_PORT is None or not low <= _NEXT_PORT <= high:
@@ -83,7 +83,7 @@ _NEXT_PORT = None
 
 def port_range():
     """(low, high) of the ports free_ports hands out: LAUNCH_PORTS=LOW-HIGH, or from 10000 to
-    just below the kernel's ephemeral range (net.ipv4.ip_local_port_range; 32768 if unknown)."""
+    just below the kernel's ephemeral range."""
     text = os.environ.get("LAUNCH_PORTS")
     if text:
         match = re.match(r"^(\d+)-(\d+)$", text.strip())
@@ -91,12 +91,17 @@ def port_range():
             raise ValueError("LAUNCH_PORTS must be LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, "
                              "or unset, got %r" % text)
         return int(match.group(1)), int(match.group(2))
+    return 10000, max(first_ephemeral_port() - 1, 10000 + 999)
+
+
+def first_ephemeral_port():
+    """Where the kernel's range for the local ports of outgoing connections starts
+    (net.ipv4.ip_local_port_range; 32768, Linux's default, if it cannot be read)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as ephemeral:
-            first_ephemeral = int(ephemeral.read().split()[0])
+            return int(ephemeral.read().split()[0])
     except (OSError, ValueError, IndexError):
-        first_ephemeral = 32768
-    return 10000, max(first_ephemeral - 1, 10000 + 999)
+        return 32768
 
 
 def die_with_parent():
