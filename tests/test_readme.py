@@ -50,6 +50,23 @@ def test_the_results_table_is_the_one_the_benchmark_last_recorded():
     assert report["summaries"], "the record holds measurements"
 
 
+def test_each_run_sh_wall_is_judged_against_the_one_process_wall_of_the_same_run():
+    """Issue 19's target: every run.sh within 2.5× the one-process script's wall, both measured
+    in one benchmark run; the summary names the entries over it."""
+    def summary(entry, wall):
+        return {"entry": entry, "wall_seconds": wall, "steps_per_second_per_worker": None,
+                "launch_to_target_seconds": None}
+
+    summaries = [summary(benchmark.BASELINE, 4.0), summary("A/run.sh", 9.0),
+                 summary("B/run.sh", 12.0), summary("C/run.sh", 10.0)]
+    assert benchmark.wall_ratio(summaries[1], summaries) == 2.25
+    assert ("- run.sh walls within 2.5× the one-process script's: 2 of 3 (the slowest 3.00×); "
+            "over: B/run.sh") in benchmark.ratios(summaries).splitlines()
+    assert "| A/run.sh | - | - | 9.0 | 2.25 |" in benchmark.table(
+        [dict(s, workers=None, test_accuracy=None, aggregate_steps_per_second=None, failures=0,
+              repeats=1) for s in summaries])
+
+
 @pytest.mark.tf2
 def test_every_installed_package_is_pinned_in_the_requirements():
     """The environment that runs the tests holds only pinned packages (bash setup.sh [--tf2]
