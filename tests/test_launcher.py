@@ -205,9 +205,12 @@ def test_a_dead_task_is_reported_and_the_others_finish(policy):
     missing once it has waited --timeout for it, and the table and the exit code say what
     failed."""
     # --timeout 15: the ps gives a worker whose port closed that long to be started again
-    # before it calls it lost (60 s by default).
+    # before it calls it lost (60 s by default). --step_delay 0.01 holds each worker to 100
+    # steps/s, so that worker 0 alone cannot end the run before worker 1, started late on a
+    # busy machine, has logged its first steps (seen at load 11: worker 1 joined at global
+    # step 634 of 1200, at 300 steps/s, and ended at its 46th step).
     with Launched(["bash", HOGWILD, "--train_steps", "1200", "--log_every", "50",
-                   "--timeout", "15"], env=policy) as run:
+                   "--timeout", "15", "--step_delay", "0.01"], env=policy) as run:
         run.wait_for_line(KILL_AT)
         os.kill(run.pid("worker1"), signal.SIGKILL)
         code, text = run.finish()
