@@ -58,11 +58,6 @@ def parse_flags(argv=None):
                               "both move by α = η·ρ of the distance between them (α must be "
                               "below 1)")
     args = parse_example_flags(parser, argv)
-    check_elastic_flags(parser, args)
-    return args
-
-
-def check_elastic_flags(parser, args):
     if args.window < 1:
         parser.error("--window must be a positive integer, got %d" % args.window)
     if args.steps_per_run > 1 and args.steps_per_run % args.window:  # each run ends on an exchange
@@ -74,6 +69,7 @@ def check_elastic_flags(parser, args):
         parser.error("α = --learning_rate × --rho must be below 1, got %g × %g = %g: the "
                      "exchange would overshoot" % (args.learning_rate, args.rho,
                                                     args.learning_rate * args.rho))
+    return args
 
 
 def build_graph(args):

@@ -61,11 +61,6 @@ def parse_flags(argv=None):
                          help="δ: Nesterov momentum of the local steps, in [0, 1); the velocity "
                               "keeps this fraction of itself at every step (0: AEASGD)")
     args = parse_example_flags(parser, argv)
-    check_elastic_flags(parser, args)
-    return args
-
-
-def check_elastic_flags(parser, args):
     if args.window < 1:
         parser.error("--window must be a positive integer, got %d" % args.window)
     if args.steps_per_run > 1 and args.steps_per_run % args.window:  # each run ends on an exchange
@@ -79,6 +74,7 @@ def check_elastic_flags(parser, args):
                                                     args.learning_rate * args.rho))
     if not 0 <= args.momentum < 1:
         parser.error("--momentum must be in [0, 1), got %g" % args.momentum)
+    return args
 
 
 def build_graph(args):
