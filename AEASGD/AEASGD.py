@@ -38,6 +38,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "AEASGD"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -57,23 +58,24 @@ def parse_flags(argv=None):
                               "both move by α = η·ρ of the distance between them (α must be "
                               "below 1)")
     args = parse_example_flags(parser, argv)
-    check_elastic_flags(parser, args)
-    return args
-
-
-def check_elastic_flags(parser, args):
     if args.window < 1:
         parser.error("--window must be a positive integer, got %d" % args.window)
+    if args.steps_per_run > 1 and args.steps_per_run % args.window:  # each run ends on an exchange
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / τ whole windows)" % (args.steps_per_run, args.window))
     if not args.rho > 0:
         parser.error("--rho must be positive, got %g" % args.rho)
     if not args.learning_rate * args.rho < 1:
         parser.error("α = --learning_rate × --rho must be below 1, got %g × %g = %g: the "
                      "exchange would overshoot" % (args.learning_rate, args.rho,
                                                     args.learning_rate * args.rho))
+    return args
 
 
 def build_graph(args):
-    """x̃ and global_step on the ps; θᵢ, the input, forward and backward passes on this worker."""
+    """x̃ and global_step on the ps; θᵢ, the input, forward and backward passes on this worker.
+    Two ops train: `local_step` (one SGD step on θᵢ) and `local_step_and_commit` (the window's
+    last step, then the elastic exchange with x̃)."""
     (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
                                                                             args.seed)
     workers = len(args.cluster["worker"])
@@ -89,22 +91,33 @@ def build_graph(args):
             local = create_parameters([(name, x.read_value())
                                        for (name, _), x in zip(initial, centre)],
                                       collections=[tf.GraphKeys.LOCAL_VARIABLES])
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
-        loss = cross_entropy(local, images, labels)
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(
-            loss, var_list=local)
-        elastic_forces, global_step_after = elastic_exchange(
-            args, local, centre, global_step, alpha=args.learning_rate * args.rho)
-        # The worker's half of the exchange, once the ps has done its half: θᵢ ← θᵢ − E.
-        with tf.control_dependencies([theta.assign_sub(force)
-                                      for theta, force in zip(local, elastic_forces)]):
-            exchange = tf.identity(global_step_after)
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
+        optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
+
+        def local_step():
+            # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
+            images, labels = batches.get_next()
+            loss = cross_entropy(local, images, labels)
+            return {"train_op": optimizer.minimize(loss, var_list=local), "loss": loss,
+                    "images": images, "labels": labels}
+
+        def exchange(local_step):
+            # The elastic exchange starts from θᵢ as the window's last local step left it.
+            with tf.control_dependencies([local_step]):
+                theta = [copy.read_value() for copy in local]
+            elastic_forces, global_step_after = elastic_exchange(
+                args, theta, centre, global_step, alpha=args.learning_rate * args.rho)
+            # The worker's half of the exchange, once the ps has done its half: θᵢ ← θᵢ − E.
+            with tf.control_dependencies([copy.assign_sub(force)
+                                          for copy, force in zip(local, elastic_forces)]):
+                return tf.identity(global_step_after)
+
+        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / τ windows)
+        graph = repeat_windows(local_step, exchange, args.window, args.steps_per_run)
         test_accuracy = accuracy(centre, test_images, test_labels)
-    return {"local_step": local_step, "exchange": exchange, "loss": loss,
-            "global_step": global_step, "test_accuracy": test_accuracy, "centre": centre,
-            "local": local}
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, centre=centre,
+                local=local)
 
 
 def elastic_exchange(args, local, centre, global_step, alpha):
@@ -131,21 +144,18 @@ def elastic_exchange(args, local, centre, global_step, alpha):
         return lock.execute(exchange_under_lock)
 
 
-
-ONE_STEP_PER_RUN_BECAUSE = "its Python loop picks the steps that exchange with the ps (every τ)"
-
-
 def train(args, server, watchdog):
     graph = build_graph(args)
-    exchanges = 0
     with training_session(args, server, graph, watchdog) as (sess, loop):
+        # global_step only moves at an exchange, so every worker ends on a full window.
         while loop.running():
-            for _ in range(args.window):  # AEASGD: τ local steps on θᵢ ...
-                _, loss = sess.run([graph["local_step"], graph["loss"]])
+            if (loop.local_steps + args.steps_per_run) % args.window:
+                loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
-            # ... then the elastic exchange with the centre variable x̃ on the ps.
-            loop.exchanged(sess.run(graph["exchange"]))
-            exchanges += 1
+            else:  # AEASGD: the window's last local step also exchanges the force with x̃
+                loss, global_step = sess.run([graph["loss"], graph["local_step_and_commit"]])
+                loop.step(loss, global_step)
+    exchanges = loop.local_steps // args.window
     print("[%s] %d elastic exchanges with the centre variable, α = %g" % (
         loop.who, exchanges, args.learning_rate * args.rho), flush=True)
     return loop.report(exchanges=exchanges)

@@ -158,7 +158,8 @@ class InProcessWorker:
         with self.graph.as_default():
             self.built = module.build_graph(args)
             self.initialize_global = tf.global_variables_initializer()
-            self.local_init = self.built.get("local_init_op", tf.no_op())
+            # The script's own, or what a default tf.train.Scaffold runs (AEASGD's θᵢ)
+            self.local_init = self.built.get("local_init_op", tf.local_variables_initializer())
         server = [s for s in SERVERS if s.target.endswith(
             args.cluster["worker"][args.task_index])][0]
         self.session = tf.Session(server.target, graph=self.graph,

@@ -197,6 +197,9 @@ def assert_close(actual, expected):
 @pytest.mark.tf2
 @pytest.mark.parametrize("name", ["AEASGD", "EAMSGD"])
 def test_an_elastic_exchange_moves_worker_and_centre_by_alpha_times_their_distance(name):
+    """The window's last local step and the exchange, one session.run, on a minibatch set by the
+    test: the force is computed from θᵢ after that step (recomputed in NumPy); it moves θᵢ and
+    x̃ by the same amount, in opposite directions; EAMSGD's velocity takes no part."""
     module = load_example(SCRIPTS[name])
     flags, servers = in_process_cluster(module, 2, ["--window", "3"])
     first, second = (Worker(module, args, server) for args, server in zip(flags, servers))
@@ -206,17 +209,35 @@ def test_an_elastic_exchange_moves_worker_and_centre_by_alpha_times_their_distan
     centre = random_like(first.ops["centre"], seed=1)
     first.load(first.ops["centre"], centre)
     first.load([first.ops["global_step"]], [10])
-    alpha = flags[0].learning_rate * flags[0].rho
+    eta, alpha = flags[0].learning_rate, flags[0].learning_rate * flags[0].rho
     # Worker 0, then worker 1 (which sees the centre worker 0 has moved), one exchange each.
     for seed, worker in enumerate((first, second), 2):
-        theta = random_like(worker.ops["local"], seed)
+        theta = [0.1 * value for value in random_like(worker.ops["local"], seed)]
         worker.load(worker.ops["local"], theta)
-        global_step = worker.run(worker.ops["exchange"])
+        images, labels = random_minibatch(seed)
+        if name == "EAMSGD":
+            velocity = [0.01 * value for value in random_like(worker.ops["velocity"], 10 + seed)]
+            worker.load(worker.ops["velocity"], velocity)
+            theta, velocity = nesterov(theta, velocity, images, labels, eta,
+                                       flags[0].momentum)
+        else:
+            theta = [t - eta * g for t, g in zip(theta, mlp_gradients(theta, images, labels))]
+        global_step = worker.run(worker.ops["local_step_and_commit"],
+                                 {worker.ops["images"]: images, worker.ops["labels"]: labels})
         force = [alpha * (t - x) for t, x in zip(theta, centre)]
         centre = [x + e for x, e in zip(centre, force)]
         assert_close(worker.values(worker.ops["local"]), [t - e for t, e in zip(theta, force)])
         assert_close(worker.values(worker.ops["centre"]), centre)
+        if name == "EAMSGD":
+            assert_close(worker.values(worker.ops["velocity"]), velocity)
     assert global_step == 10 + 2 * 3, "each exchange counts the window's τ local steps"
+    assert first.values(first.ops["global_step"]) == 10 + 2 * 3
+
+
+def random_minibatch(seed, size=8):
+    """Images and labels of the digits' shape (8 × 8 pixels in [0, 1], 10 classes)."""
+    rng = np.random.RandomState(seed)
+    return rng.uniform(size=(size, 64)).astype(np.float32), rng.randint(10, size=size)
 
 
 def mlp_gradients(params, images, labels):
@@ -231,6 +252,15 @@ def mlp_gradients(params, images, labels):
     return [images.T @ d_hidden, d_hidden.sum(axis=0), hidden.T @ d_scores, d_scores.sum(axis=0)]
 
 
+def nesterov(theta, velocity, images, labels, eta, delta):
+    """EAMSGD's local step in NumPy: the gradient at θᵢ + δ·v, v ← δ·v − η·g, θᵢ ← θᵢ + v.
+    Returns (θᵢ, v) after it."""
+    look_ahead = [t + delta * v for t, v in zip(theta, velocity)]
+    velocity = [delta * v - eta * g
+                for v, g in zip(velocity, mlp_gradients(look_ahead, images, labels))]
+    return [t + v for t, v in zip(theta, velocity)], velocity
+
+
 @pytest.mark.tf2
 def test_an_eamsgd_local_step_is_nesterov_momentum():
     module = load_example(SCRIPTS["EAMSGD"])
@@ -241,17 +271,14 @@ def test_an_eamsgd_local_step_is_nesterov_momentum():
     velocity = [0.01 * value for value in random_like(worker.ops["velocity"], seed=2)]
     worker.load(worker.ops["local"], theta)
     worker.load(worker.ops["velocity"], velocity)
-    rng = np.random.RandomState(3)
-    images = rng.uniform(size=(8, 64)).astype(np.float32)
-    labels = rng.randint(10, size=8)
+    images, labels = random_minibatch(3)
     worker.run(worker.ops["local_step"], {worker.ops["images"]: images,
                                           worker.ops["labels"]: labels})
-    eta, delta = args.learning_rate, args.momentum
-    look_ahead = [t + delta * v for t, v in zip(theta, velocity)]
-    velocity = [delta * v - eta * g
-                for v, g in zip(velocity, mlp_gradients(look_ahead, images, labels))]
+    theta, velocity = nesterov(theta, velocity, images, labels, args.learning_rate,
+                               args.momentum)
     assert_close(worker.values(worker.ops["velocity"]), velocity)
-    assert_close(worker.values(worker.ops["local"]), [t + v for t, v in zip(theta, velocity)])
+    assert_close(worker.values(worker.ops["local"]), theta)
+    assert worker.values(worker.ops["global_step"]) == 0, "a local step does not talk to the ps"
 
 
 @pytest.mark.tf2

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, load_example, output, run_cluster, run_script, worker_results
-from test_asynchronous import in_process_cluster
+from test_asynchronous import cluster_flags, in_process_cluster, worker_args
 
 import shared_helpers
 
@@ -26,11 +26,15 @@ AGN = "AGN/AGN.py"
 DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
 DOWNPOUR_EASY = "DOWNPOUR-Easy/DOWNPOUR.py"
 STALENESS = "Staleness-Aware-SGD/Staleness-Aware-SGD.py"
+AEASGD = "AEASGD/AEASGD.py"
+EAMSGD = "EAMSGD/EAMSGD.py"
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
 EVERY_STEP = [DIST_SETUP, HOGWILD, MULTI_GPU, STALENESS]  # one session.run is one step
 SYNCHRONOUS = [SSGD, RATES]  # one step: gᵢ to the accumulators, then a token
-WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY]  # T local steps, then a commit
+WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY, AEASGD, EAMSGD]  # T local steps, then a commit
+# (or an elastic exchange); a window that divides the runs' K = 10 (AEASGD's default τ is 4)
+WINDOW = {AEASGD: ["--window", "5"], EAMSGD: ["--window", "5"]}
 LOOPED = EVERY_STEP + WINDOWED
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
 REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS]
@@ -57,7 +61,8 @@ def state(worker):
 
 def start(script, workers, steps_per_run, extra=()):
     module, args, started = in_process_cluster(
-        script, workers, ["--steps_per_run", str(steps_per_run)] + list(extra))
+        script, workers, ["--steps_per_run", str(steps_per_run)] + WINDOW.get(script, [])
+        + list(extra))
     for index, worker in enumerate(started):
         worker.module, worker.steps_per_run = module, steps_per_run
         worker.initialize(chief=index == 0)
@@ -98,7 +103,7 @@ def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit(script):
     assert [step for step in single_steps if step is not None][-1] == 20
 
 
-@pytest.mark.parametrize("script", [HOGWILD, AGN])
+@pytest.mark.parametrize("script", [HOGWILD, AGN, AEASGD])
 def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(script):
     """Two workers take turns, a run of K = 10 each, against the same turns made of 10 runs of
     one step: θ on the ps, each worker's state and every loss agree exactly, so the K = 1 exact
@@ -120,6 +125,33 @@ def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
     updates = [op for op in operations if op.type == "ApplyGradientDescent"]
     assert updates and all(not op.get_attr("use_locking") for op in updates)
     assert all(op.device == "/job:ps/task:0" for op in updates)
+
+
+@pytest.mark.parametrize("script", [AEASGD, EAMSGD])
+def test_in_the_loop_the_elastic_exchange_still_runs_under_the_one_lock_on_the_ps(script):
+    """The K = 100 graph (25 windows of τ = 4): the exchange inside the while_loop takes the
+    lock on the ps that every worker shares, and moves x̃ there."""
+    module = load_example(script)
+    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", "100"])
+    with module.tf.Graph().as_default() as graph:
+        module.build_graph(args)
+    operations = graph.get_operations()
+    assert any(op.type == "Exit" for op in operations), "a tf.while_loop"
+    locks = [op for op in operations if op.type == "MutexLock"]
+    mutexes = [op for op in operations if op.type == "MutexV2"]
+    assert locks and all(op.device == "/job:ps/task:0" for op in locks + mutexes)
+    assert {op.get_attr("shared_name") for op in mutexes} == {b"elastic_exchange_lock"}
+    on_the_ps = {op: variable_entering_the_loop(op.inputs[0]) for op in operations
+                 if op.type == "AssignAdd" and op.device == "/job:ps/task:0"}
+    assert sorted(on_the_ps.values()) == ["global_step", "hidden_biases", "hidden_weights",
+                                          "output_biases", "output_weights"]
+    assert all(op.name.startswith("while/critical_section_execute/") for op in on_the_ps)
+
+
+def variable_entering_the_loop(tensor):
+    while tensor.op.type in ("Enter", "RefEnter"):
+        tensor = tensor.op.inputs[0]
+    return tensor.op.name
 
 
 @pytest.mark.parametrize("script", REFUSING)
