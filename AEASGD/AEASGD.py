@@ -123,13 +123,16 @@ def build_graph(args):
 def elastic_exchange(args, local, centre, global_step, alpha):
     """The ps's half of an exchange, atomic: under one lock on the ps, which every write to x̃
     takes, read x̃, compute the elastic force E = α·(θᵢ − x̃) there, move x̃ ← x̃ + E and count
-    the window's τ steps. No other worker's exchange can change x̃ between the read and the
-    update, so the force this worker receives is exactly the one x̃ got. θᵢ travels to the ps
-    before the lock is taken: the lock never waits for the network. Returns (the forces E, the
-    global step after this exchange)."""
+    the window's τ steps. No other exchange can change x̃ in between, so the force this worker
+    receives is exactly the one x̃ got. θᵢ reaches the ps (one message) before the lock is
+    taken: the lock never waits for the network. Returns (E, the global step after it)."""
+    message = pack(local)  # (packed here, on the worker)
+    with tf.device("/job:ps/task:0"):
+        arrived = unpack(tf.identity(message), centre)
+
     def exchange_under_lock():
         forces, moves = [], []
-        for theta, x in zip(local, centre):
+        for theta, x in zip(arrived, centre):
             with tf.device(x.device):
                 force = alpha * (theta - x.read_value())
                 forces.append(force)
@@ -138,7 +141,7 @@ def elastic_exchange(args, local, centre, global_step, alpha):
             return ([tf.identity(force) for force in forces],
                     tf.raw_ops.DeepCopy(x=global_step.assign_add(args.window)))
 
-    with tf.device("/job:ps/task:0"):
+    with tf.device("/job:ps/task:0"), tf.control_dependencies(arrived):
         lock = tf.CriticalSection(shared_name="elastic_exchange_lock",
                                   name="elastic_exchange_lock")
         return lock.execute(exchange_under_lock)

@@ -194,6 +194,38 @@ def assert_close(actual, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("steps_per_run", ["1", "100"])
+@pytest.mark.parametrize("name", ["AEASGD", "EAMSGD"])
+def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name, steps_per_run):
+    """θᵢ crosses to the ps as one message before the exchange takes its lock, so that the lock
+    is never held while a tensor is on the network: no op under the lock takes an input from a
+    worker, and the lock waits for the packed θᵢ on the ps (in the K = 100 loop too)."""
+    from test_asynchronous import cluster_flags, worker_args
+    module = load_example(SCRIPTS[name])
+    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run])
+    with module.tf.Graph().as_default() as graph:
+        module.build_graph(args)
+    under_the_lock = [op for op in graph.get_operations()
+                      if "critical_section_execute/" in op.name]
+    assert under_the_lock
+    from_a_worker = [(op.name, tensor.name) for op in under_the_lock for tensor in op.inputs
+                     if tensor.op.device.startswith("/job:worker")]
+    assert from_a_worker == []
+    [lock] = [op for op in under_the_lock if op.type == "MutexLock"]
+    arrived = [op for op in lock.control_inputs if op.device == "/job:ps/task:0"
+               and op.type == "Reshape"]
+    assert len(arrived) == 4, lock.control_inputs  # θᵢ's four tensors, cut on the ps ...
+    crossing, seen = set(), list(arrived)
+    while seen:
+        op = seen.pop()
+        for tensor in op.inputs:
+            if tensor.op.device.startswith("/job:worker"):
+                crossing.add(tensor.op)
+            elif tensor.op.type != "Const":
+                seen.append(tensor.op)
+    assert [op.type for op in crossing] == ["ConcatV2"], crossing  # ... from one message
+
+
 @pytest.mark.tf2
 @pytest.mark.parametrize("name", ["AEASGD", "EAMSGD"])
 def test_an_elastic_exchange_moves_worker_and_centre_by_alpha_times_their_distance(name):
