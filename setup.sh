@@ -60,12 +60,12 @@ fi
 
 if [ "$mode" = test ]; then
     # Many tests spend much of their time waiting (for a --timeout, for a restarted task), so
-    # they run in several processes (pytest-xdist), one more than the cores, at most 8;
+    # they run in several processes (pytest-xdist), two per core and two more, at most 8;
     # TEST_JOBS=N sets how many (0: all in this one). A module with a module-wide fixture (one
     # Slurm, one comparison run) stays in one (--dist loadgroup, xdist_group marks). Each
     # process gives its clusters ports from a range of its own (tests/conftest.py).
     # --durations: the slowest tests, so that every run shows where the suite's time goes.
-    jobs="${TEST_JOBS:-$(( $(nproc) + 1 > 8 ? 8 : $(nproc) + 1 ))}"
+    jobs="${TEST_JOBS:-$(( 2 * $(nproc) + 2 > 8 ? 8 : 2 * $(nproc) + 2 ))}"
     pytest=("$venv/bin/python" -m pytest tests -n "$jobs" --dist loadgroup --durations=25)
     if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
         exec "${pytest[@]}" "$@"
