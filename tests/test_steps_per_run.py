@@ -6,7 +6,8 @@ minibatches, in the same order), with one worker and with two that interleave. T
 built in this process and run on tf.train.Servers started here (as the exact-update tests of
 test_asynchronous.py do, whose rules K = 1 checks). A script that does not build the loop refuses
 K > 1 in one line, exit code 2, before any server starts; the TrainingLoop logs at the first run
-that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps.
+that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps,
+and a real DynSGD run commits once per window and counts each commit's staleness.
 """
 import os
 import sys
@@ -311,3 +312,22 @@ def test_a_run_with_k_100_stops_within_k_steps_of_train_steps_and_checkpoints(tm
     assert result["steps_per_run"] == 100
     assert [point[1] for point in result["curve"]] == [100, 200, 300], output(cluster)
     assert os.path.exists(os.path.join(log_dir, "model.ckpt-300.index")), os.listdir(log_dir)
+
+
+@pytest.mark.parametrize("steps_per_run", [1, 20])
+def test_a_dynsgd_run_commits_once_per_window_and_reports_every_commit_s(steps_per_run):
+    """The real script (its train(), not this file's one_run), two workers, T = 5: with K = 1 a
+    commit follows every fifth local step, with K = 20 each run is four windows. Either way each
+    worker's commits are its local steps / T, each counted once in its summary (one s per
+    commit, not per run), and the global step, which only commits move, ends at every worker's
+    steps together."""
+    cluster = run_cluster(DYNSGD, workers=2, args=[
+        "--window", "5", "--steps_per_run", str(steps_per_run), "--train_steps", "400",
+        "--log_every", "100"])
+    results = worker_results(cluster)
+    assert all(r["steps_per_run"] == steps_per_run for r in results), results
+    assert all(r["local_steps"] % max(steps_per_run, 5) == 0 for r in results), results
+    assert [r["commits"] for r in results] == [r["local_steps"] // 5 for r in results], results
+    assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
+    for task, result in zip(("worker0", "worker1"), results):
+        assert "%d commits, staleness s: mean" % result["commits"] in output(cluster, task)
