@@ -1114,24 +1114,35 @@ def repeat(step, steps, stacked=None, until=None):
     return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
-def repeat_windows(local_step, commit, window, steps):
+def repeat_windows(local_step, commit, window, steps, stacked=None):
     """--steps_per_run K in an example whose worker makes T local steps (a window) and then
     commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
     loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
-    (commit to the ps, pull θ) and returns the global step after it. With K = 1: {"local_step":
-    the update, "local_step_and_commit": the update then the commit, "loss", ...}, and the
-    lesson's loop picks one of the two per session.run. Otherwise K is a multiple of T, so that
-    every run starts a window and ends one with a commit: {"local_step_and_commit": the global
-    step after the last of K steps run in one session.run, "loss": the K losses}. It is a loop
-    of K / T windows, each a loop of T - 1 local steps on this worker alone, then the last local
-    step and the commit: the ps takes part once per window, as with K = 1 (a loop whose body
-    reached the ps would exchange its control messages with the ps at every local step)."""
+    (commit to the ps, pull θ) and returns the global step after it, or {"train_op": that global
+    step, and the commit's other outputs (a staleness, say), named in stacked ({name: dtype})}.
+    With K = 1: {"local_step": the update, "local_step_and_commit": the update then the commit,
+    "loss", the commit's outputs, ...}, and the lesson's loop picks one of the two per
+    session.run. Otherwise K is a multiple of T, so that every run starts a window and ends one
+    with a commit: {"local_step_and_commit": the global step after the last of K steps run in
+    one session.run, "loss": the K losses, and each output named in stacked, one per window:
+    K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
+    alone, then the last local step and the commit: the ps takes part once per window, as with
+    K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
+    every local step)."""
+    names = sorted((stacked or {}).items())
+
+    def commit_after(update):
+        committed = commit(update)
+        return committed if isinstance(committed, dict) else {"train_op": committed}
+
     if steps == 1:
         ops = local_step()
         update = ops.pop("train_op")
-        return dict(ops, local_step=update, local_step_and_commit=commit(update))
+        committed = commit_after(update)
+        return dict(ops, local_step=update, local_step_and_commit=committed.pop("train_op"),
+                    **committed)
 
-    def one_window(index, _, losses):
+    def one_window(index, _, losses, *arrays):
         def inside_the_window(step, losses):
             ops = local_step()
             with tf.control_dependencies([ops["train_op"], ops["loss"]]):
@@ -1142,16 +1153,20 @@ def repeat_windows(local_step, commit, window, steps):
                                      back_prop=False)
         with tf.control_dependencies([last]):
             ops = local_step()
-        global_step = commit(ops["train_op"])
-        with tf.control_dependencies([global_step, ops["loss"]]):
-            return index + 1, tf.identity(global_step), losses.write(index * window + last,
-                                                                     ops["loss"])
+        committed = commit_after(ops["train_op"])
+        with tf.control_dependencies([ops["loss"]] + list(committed.values())):
+            losses = losses.write(index * window + last, ops["loss"])
+            arrays = [array.write(index, committed[name])
+                      for array, (name, _) in zip(arrays, names)]
+            return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
 
-    _, global_step, losses = tf.while_loop(
+    _, global_step, losses, *arrays = tf.while_loop(
         lambda index, *_: index < steps // window, one_window,
-        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
+        + [tf.TensorArray(dtype, steps // window) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return {"local_step_and_commit": global_step, "loss": losses.stack()}
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                local_step_and_commit=global_step, loss=losses.stack())
 
 
 def steps_in_a_loop(step, steps, stacked=None, until=None):

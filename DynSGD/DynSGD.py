@@ -38,6 +38,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "DynSGD"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -54,12 +55,16 @@ def parse_flags(argv=None):
     args = parse_example_flags(parser, argv)
     if args.window < 1:
         parser.error("--window must be at least 1, got %d" % args.window)
+    if args.steps_per_run > 1 and args.steps_per_run % args.window:  # each run ends on a commit
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows)" % (args.steps_per_run, args.window))
     return args
 
 
 def build_graph(args):
-    """θ, global_step and the update counter on the ps; θᵢ, θ_pulled, counter_pulled, the input,
-    forward and backward passes on this worker; the scaling of each commit on the ps."""
+    """θ, global_step and the update counter on the ps; θᵢ, θ_pulled, counter_pulled and the
+    local steps on this worker; the scaling of each commit on the ps. Two ops train: `local_step`
+    and `local_step_and_commit` (the window's last step, then the commit; `staleness`: its s)."""
     (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
                                                                             args.seed)
     workers = len(args.cluster["worker"])
@@ -72,42 +77,53 @@ def build_graph(args):
         update_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="update_counter")
         # This worker's state, local variables (not saved, not shared): θᵢ that it trains, and
         # θ_pulled and counter_pulled as they were at its last pull.
-        with tf.device(worker_device):
-            with tf.name_scope("local"):
-                local = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-            with tf.name_scope("pulled"):
-                pulled = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-                pulled_counter = tf.Variable(0, dtype=tf.int64, name="update_counter",
-                                             collections=[tf.GraphKeys.LOCAL_VARIABLES])
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
-        loss = cross_entropy(local, images, labels)
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).minimize(
-            loss, var_list=local)
-        # Δ = θᵢ − θ_pulled, packed on this worker into one message to the ps; θ comes back
-        # packed the same way (see read_theta_and_counter).
-        update_message = pack([theta - theta_pulled
-                               for theta, theta_pulled in zip(local, pulled)])
+        with tf.device(worker_device), tf.name_scope("local"):
+            local = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
+        with tf.device(worker_device), tf.name_scope("pulled"):
+            pulled = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
+            pulled_counter = tf.Variable(0, dtype=tf.int64, name="update_counter",
+                                         collections=[tf.GraphKeys.LOCAL_VARIABLES])
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
+        optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
         with tf.device("/job:ps/task:0"):
-            accumulated_update = unpack(update_message, params)
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
             # Pull: θ and the counter, read together under the lock.
-            theta_and_counter = lock.execute(
-                lambda: read_theta_and_counter(params, update_counter))
-            # Commit: Δ = θᵢ − θ_pulled divided by s + 1, then read θ and the counter again.
-            staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
-                args, params, update_counter, global_step, accumulated_update, pulled_counter))
-        # Back on the worker: θᵢ ← θ, and remember θ and the counter it was read with. Every
-        # session starts (or, after a lost ps, restarts) with a pull.
+            theta_and_counter = lock.execute(lambda: read_theta_and_counter(params, update_counter))
+
+        def local_step():
+            # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
+            images, labels = batches.get_next()
+            loss = cross_entropy(local, images, labels)
+            return {"train_op": optimizer.minimize(loss, var_list=local), "loss": loss,
+                    "images": images, "labels": labels}
+
+        def commit(local_step):
+            # Δ = θᵢ − θ_pulled after the window's last local step: one message to the ps.
+            with tf.control_dependencies([local_step]):
+                update_message = pack([theta.read_value() - theta_pulled.read_value()
+                                       for theta, theta_pulled in zip(local, pulled)])
+            counter_pulled = pulled_counter.read_value()
+            with tf.device("/job:ps/task:0"):
+                accumulated_update = unpack(update_message, params)
+                # Commit: Δ divided by s + 1, then read θ and the counter again.
+                staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
+                    args, params, update_counter, global_step, accumulated_update,
+                    counter_pulled))
+            # Back on the worker: θᵢ ← θ, and remember θ and the counter it was read with.
+            with tf.control_dependencies([store_pull(local, pulled, pulled_counter, fresh)]):
+                return {"train_op": tf.identity(global_step_after),
+                        "staleness": tf.identity(staleness)}
+
+        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / T windows)
+        graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
+                               stacked={"staleness": tf.int64})
+        # Every session starts (or, after a lost ps, restarts) with a pull.
         with tf.control_dependencies([tf.local_variables_initializer()]):
             local_init_op = store_pull(local, pulled, pulled_counter, theta_and_counter)
-        with tf.control_dependencies([store_pull(local, pulled, pulled_counter, fresh)]):
-            commit = tf.identity(global_step_after), tf.identity(staleness)
         test_accuracy = accuracy(params, test_images, test_labels)
-    return {"local_step": local_step, "local_init_op": local_init_op, "commit": commit,
-            "loss": loss, "global_step": global_step, "test_accuracy": test_accuracy,
-            "params": params, "local": local, "update_counter": update_counter}
+    return dict(graph, local_init_op=local_init_op, global_step=global_step, params=params,
+                test_accuracy=test_accuracy, local=local, update_counter=update_counter)
 
 
 def read_theta_and_counter(params, update_counter):
@@ -119,12 +135,12 @@ def read_theta_and_counter(params, update_counter):
 
 
 def commit_then_read(args, params, update_counter, global_step, accumulated_update,
-                     pulled_counter):
+                     counter_pulled):
     """Runs on the ps under the lock, which every write to θ and to the counter takes: so no
     other commit lands between reading the counter and incrementing it, and s is exactly the
     number of commits the ps applied since this worker's pull. Δ and counter_pulled reach the
     ps before the lock is taken; the lock never waits for the network."""
-    staleness = update_counter.read_value() - pulled_counter
+    staleness = update_counter.read_value() - counter_pulled
     scale = 1.0 / tf.cast(staleness + 1, tf.float32)
     applied = []
     for theta, delta in zip(params, accumulated_update):
@@ -146,30 +162,24 @@ def store_pull(local, pulled, pulled_counter, theta_and_counter):
                     + [pulled_counter.assign(counter)])
 
 
-ONE_STEP_PER_RUN_BECAUSE = ("its commit is a session.run of its own after the T local "
-                            "steps, returning each commit's staleness s: repeat_windows() "
-                            "is not built for that")
-
-
 def train(args, server, watchdog):
     graph = build_graph(args)
     scaffold = tf.train.Scaffold(local_init_op=graph["local_init_op"])
     staleness = []
     with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
-        while loop.running():
-            for _ in range(args.window):  # DynSGD: T local steps on θᵢ ...
-                _, loss = sess.run([graph["local_step"], graph["loss"]])
+        while loop.running():  # the global step moves at commits only, so each worker ends on one
+            if (loop.local_steps + args.steps_per_run) % args.window:
+                loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
-            # ... then commit Δ / (s + 1) on the ps, and pull θ and the counter again.
-            global_step, commit_staleness = sess.run(graph["commit"])
-            loop.exchanged(global_step)
-            staleness.append(commit_staleness)
+            else:  # DynSGD: the window's last local step, then commit Δ / (s + 1) and pull again
+                loss, global_step, commit_staleness = sess.run(
+                    [graph["loss"], graph["local_step_and_commit"], graph["staleness"]])
+                loop.step(loss, global_step)
+                staleness.extend(np.ravel(commit_staleness))
+    mean, most = float(np.mean(staleness or [0])), int(max(staleness or [0]))
     print("[%s] %d commits, staleness s: mean %.2f, max %d (each commit divided by s + 1)"
-          % (loop.who, len(staleness), np.mean(staleness or [0]), max(staleness or [0])),
-          flush=True)
-    return loop.report(commits=len(staleness),
-                       mean_staleness=round(float(np.mean(staleness or [0])), 3),
-                       max_staleness=int(max(staleness or [0])))
+          % (loop.who, len(staleness), mean, most), flush=True)
+    return loop.report(commits=len(staleness), mean_staleness=round(mean, 3), max_staleness=most)
 
 
 # =============================================================================================
@@ -1136,24 +1146,35 @@ def repeat(step, steps, stacked=None, until=None):
     return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
-def repeat_windows(local_step, commit, window, steps):
+def repeat_windows(local_step, commit, window, steps, stacked=None):
     """--steps_per_run K in an example whose worker makes T local steps (a window) and then
     commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
     loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
-    (commit to the ps, pull θ) and returns the global step after it. With K = 1: {"local_step":
-    the update, "local_step_and_commit": the update then the commit, "loss", ...}, and the
-    lesson's loop picks one of the two per session.run. Otherwise K is a multiple of T, so that
-    every run starts a window and ends one with a commit: {"local_step_and_commit": the global
-    step after the last of K steps run in one session.run, "loss": the K losses}. It is a loop
-    of K / T windows, each a loop of T - 1 local steps on this worker alone, then the last local
-    step and the commit: the ps takes part once per window, as with K = 1 (a loop whose body
-    reached the ps would exchange its control messages with the ps at every local step)."""
+    (commit to the ps, pull θ) and returns the global step after it, or {"train_op": that global
+    step, and the commit's other outputs (a staleness, say), named in stacked ({name: dtype})}.
+    With K = 1: {"local_step": the update, "local_step_and_commit": the update then the commit,
+    "loss", the commit's outputs, ...}, and the lesson's loop picks one of the two per
+    session.run. Otherwise K is a multiple of T, so that every run starts a window and ends one
+    with a commit: {"local_step_and_commit": the global step after the last of K steps run in
+    one session.run, "loss": the K losses, and each output named in stacked, one per window:
+    K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
+    alone, then the last local step and the commit: the ps takes part once per window, as with
+    K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
+    every local step)."""
+    names = sorted((stacked or {}).items())
+
+    def commit_after(update):
+        committed = commit(update)
+        return committed if isinstance(committed, dict) else {"train_op": committed}
+
     if steps == 1:
         ops = local_step()
         update = ops.pop("train_op")
-        return dict(ops, local_step=update, local_step_and_commit=commit(update))
+        committed = commit_after(update)
+        return dict(ops, local_step=update, local_step_and_commit=committed.pop("train_op"),
+                    **committed)
 
-    def one_window(index, _, losses):
+    def one_window(index, _, losses, *arrays):
         def inside_the_window(step, losses):
             ops = local_step()
             with tf.control_dependencies([ops["train_op"], ops["loss"]]):
@@ -1164,16 +1185,20 @@ def repeat_windows(local_step, commit, window, steps):
                                      back_prop=False)
         with tf.control_dependencies([last]):
             ops = local_step()
-        global_step = commit(ops["train_op"])
-        with tf.control_dependencies([global_step, ops["loss"]]):
-            return index + 1, tf.identity(global_step), losses.write(index * window + last,
-                                                                     ops["loss"])
+        committed = commit_after(ops["train_op"])
+        with tf.control_dependencies([ops["loss"]] + list(committed.values())):
+            losses = losses.write(index * window + last, ops["loss"])
+            arrays = [array.write(index, committed[name])
+                      for array, (name, _) in zip(arrays, names)]
+            return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
 
-    _, global_step, losses = tf.while_loop(
+    _, global_step, losses, *arrays = tf.while_loop(
         lambda index, *_: index < steps // window, one_window,
-        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)],
+        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
+        + [tf.TensorArray(dtype, steps // window) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return {"local_step_and_commit": global_step, "loss": losses.stack()}
+    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
+                local_step_and_commit=global_step, loss=losses.stack())
 
 
 def steps_in_a_loop(step, steps, stacked=None, until=None):

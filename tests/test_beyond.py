@@ -317,7 +317,9 @@ def test_an_eamsgd_local_step_is_nesterov_momentum():
 @pytest.mark.parametrize("staleness", [0, 1, 3])
 def test_a_dynsgd_commit_is_divided_by_its_staleness_plus_one(staleness):
     """Worker 0 pulls; worker 1 commits `staleness` times; then worker 0 commits Δ: the ps
-    applies Δ / (staleness + 1), and worker 0 is back in step with θ."""
+    applies Δ / (staleness + 1), and worker 0 is back in step with θ. Each commit is a window's
+    last local step and the commit, one session.run, from θᵢ and a minibatch set by the test:
+    Δ = θᵢ − η·g(θᵢ) − θ_pulled (g recomputed in NumPy)."""
     module = load_example(SCRIPTS["DynSGD"])
     flags, servers = in_process_cluster(module, 2, ["--window", "2"])
     first, second = (Worker(module, args, server) for args, server in zip(flags, servers))
@@ -327,18 +329,30 @@ def test_a_dynsgd_commit_is_divided_by_its_staleness_plus_one(staleness):
     first.load(first.ops["params"], theta)
     first.run(first.ops["local_init_op"])
     second.run(second.ops["local_init_op"])
+
+    def last_step_and_commit(worker, theta_i, seed):
+        """θᵢ set, then one run of local_step_and_commit: (global step, s, θᵢ after the step)."""
+        worker.load(worker.ops["local"], theta_i)
+        images, labels = random_minibatch(seed)
+        stepped = [t - flags[0].learning_rate * g
+                   for t, g in zip(theta_i, mlp_gradients(theta_i, images, labels))]
+        global_step, seen = worker.run(
+            (worker.ops["local_step_and_commit"], worker.ops["staleness"]),
+            {worker.ops["images"]: images, worker.ops["labels"]: labels})
+        return global_step, seen, stepped
+
     for commit in range(staleness):
         update = random_like(theta, seed=10 + commit)
-        second.load(second.ops["local"], [t + u for t, u in zip(theta, update)])
-        global_step, seen = second.run(second.ops["commit"])
+        global_step, seen, stepped = last_step_and_commit(
+            second, [t + u for t, u in zip(theta, update)], seed=20 + commit)
         assert seen == 0, "worker 1 pulled again with each commit"
-        theta = [t + u for t, u in zip(theta, update)]
+        theta = stepped  # θ + Δ / 1, Δ = stepped − θ
         assert_close(second.values(second.ops["params"]), theta)
     pulled = first.values(first.ops["local"])
     update = random_like(theta, seed=2)
-    first.load(first.ops["local"], [p + u for p, u in zip(pulled, update)])
-    global_step, seen = first.run(first.ops["commit"])
-    theta = [t + u / (staleness + 1) for t, u in zip(theta, update)]
+    global_step, seen, stepped = last_step_and_commit(
+        first, [p + u for p, u in zip(pulled, update)], seed=3)
+    theta = [t + (s - p) / (staleness + 1) for t, s, p in zip(theta, stepped, pulled)]
     assert seen == staleness
     assert_close(first.values(first.ops["params"]), theta)
     assert_close(first.values(first.ops["local"]), theta)

@@ -312,7 +312,9 @@ def test_dynsgd_commits_and_pulls_are_atomic_under_concurrency():
         for _ in range(commits):
             before = int(session.run(pulled_counter))
             delta = rng.normal(scale=0.05, size=size).astype(np.float32)
-            after, staleness = session.run(built["commit"], {message: delta})
+            # The window's last local step and the commit; with Δ fed, only the commit runs.
+            after, staleness = session.run(
+                [built["local_step_and_commit"], built["staleness"]], {message: delta})
             counter, pulled, local = session.run([pulled_counter, pulled_params, built["local"]])
             mine.append((int(after), int(staleness), before, delta, int(counter), pulled, local))
         records.extend(mine)

@@ -6,7 +6,8 @@ minibatches, in the same order), with one worker and with two that interleave. T
 built in this process and run on tf.train.Servers started here (as the exact-update tests of
 test_asynchronous.py do, whose rules K = 1 checks). A script that does not build the loop refuses
 K > 1 in one line, exit code 2, before any server starts; the TrainingLoop logs at the first run
-that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps.
+that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps,
+and a real DynSGD run commits once per window and counts each commit's staleness.
 """
 import os
 import sys
@@ -28,27 +29,31 @@ DOWNPOUR_EASY = "DOWNPOUR-Easy/DOWNPOUR.py"
 STALENESS = "Staleness-Aware-SGD/Staleness-Aware-SGD.py"
 AEASGD = "AEASGD/AEASGD.py"
 EAMSGD = "EAMSGD/EAMSGD.py"
+DYNSGD = "DynSGD/DynSGD.py"
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
 EVERY_STEP = [DIST_SETUP, HOGWILD, MULTI_GPU, STALENESS]  # one session.run is one step
 SYNCHRONOUS = [SSGD, RATES]  # one step: gᵢ to the accumulators, then a token
-WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY, AEASGD, EAMSGD]  # T local steps, then a commit
-# (or an elastic exchange); a window that divides the runs' K = 10 (AEASGD's default τ is 4)
-WINDOW = {AEASGD: ["--window", "5"], EAMSGD: ["--window", "5"]}
+WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY, AEASGD, EAMSGD, DYNSGD]  # T local steps, then a
+# commit (or an elastic exchange); a window that divides the runs' K = 10 (AEASGD's default τ is
+# 4; DynSGD's, 1, would not show a window inside the loop)
+WINDOW = {AEASGD: ["--window", "5"], EAMSGD: ["--window", "5"], DYNSGD: ["--window", "5"]}
 LOOPED = EVERY_STEP + WINDOWED
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
 REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS]
 
 
 def one_run(worker, windowed, window, local_steps):
-    """What the lesson's loop runs once: (the global step or None, the losses of its steps)."""
+    """What the lesson's loop runs once: (the global step or None, the losses of its steps, the
+    staleness of its updates or commits where the example reports it)."""
     built = worker.built
     if windowed and (local_steps + worker.steps_per_run) % window:
         loss, _ = worker.session.run([built["loss"], built["local_step"]])
-        return None, np.ravel(loss)
+        return None, np.ravel(loss), []
     name = "local_step_and_commit" if windowed else "train_op"
-    global_step, loss = worker.session.run([built[name], built["loss"]])
-    return np.ravel(global_step)[-1], np.ravel(loss)
+    reported = [built["staleness"]] if "staleness" in built else []
+    global_step, loss, *staleness = worker.session.run([built[name], built["loss"]] + reported)
+    return np.ravel(global_step)[-1], np.ravel(loss), [int(s) for s in np.ravel(staleness)]
 
 
 def state(worker):
@@ -71,17 +76,20 @@ def start(script, workers, steps_per_run, extra=()):
 
 def train(script, steps_per_run, schedule, workers=1, extra=()):
     """Runs the workers in the order `schedule` names them (one session.run each); returns
-    (every worker's state, its losses, the global steps the runs returned)."""
+    (every worker's state, its losses, the global steps the runs returned, the staleness its
+    runs returned)."""
     args, started = start(script, workers, steps_per_run, extra)
     windowed = script in WINDOWED
-    losses, steps, done = [[] for _ in started], [], [0] * workers
+    losses, staleness = [[] for _ in started], [[] for _ in started]
+    steps, done = [], [0] * workers
     for index in schedule:
-        global_step, run_losses = one_run(started[index], windowed, getattr(args, "window", 1),
-                                          done[index])
+        global_step, run_losses, run_staleness = one_run(
+            started[index], windowed, getattr(args, "window", 1), done[index])
         losses[index] += list(run_losses)
+        staleness[index] += run_staleness
         done[index] += len(run_losses)
         steps.append(global_step)
-    return [state(worker) for worker in started], losses, steps
+    return [state(worker) for worker in started], losses, steps, staleness
 
 
 def assert_identical(states, expected_states):
@@ -94,27 +102,36 @@ def assert_identical(states, expected_states):
 @pytest.mark.tf2
 @pytest.mark.parametrize("script", LOOPED)
 def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit(script):
-    """One worker: K = 10 for 2 runs against K = 1 for 20 runs, from the same seed."""
-    looped, looped_losses, looped_steps = train(script, 10, [0, 0])
-    single, single_losses, single_steps = train(script, 1, [0] * 20)
+    """One worker: K = 10 for 2 runs against K = 1 for 20 runs, from the same seed. Where the
+    example reports a staleness (of each update; of each commit, one per window), the runs of
+    K = 10 return as many, and the same."""
+    looped, looped_losses, looped_steps, looped_staleness = train(script, 10, [0, 0])
+    single, single_losses, single_steps, single_staleness = train(script, 1, [0] * 20)
     assert_identical(looped, single)
     assert looped_losses == single_losses and len(looped_losses[0]) == 20
+    assert looped_staleness == single_staleness
+    assert len(looped_staleness[0]) == {STALENESS: 20, DYNSGD: 20 // 5}.get(script, 0)
     assert looped[0]["global_step"] == 20 and looped_steps == [10, 20]
     assert [step for step in single_steps if step is not None][-1] == 20
 
 
-@pytest.mark.parametrize("script", [HOGWILD, AGN, AEASGD])
+@pytest.mark.parametrize("script", [HOGWILD, AGN, AEASGD, DYNSGD])
 def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(script):
     """Two workers take turns, a run of K = 10 each, against the same turns made of 10 runs of
     one step: θ on the ps, each worker's state and every loss agree exactly, so the K = 1 exact
-    tests (test_asynchronous.py) hold for K = 10 too."""
+    tests (test_asynchronous.py, test_beyond.py) hold for K = 10 too. DynSGD's commits return
+    the same staleness s, not all 0 here: a worker's first commit in its turn counts the other's
+    commits since its last pull."""
     turns = [0, 1, 1, 0, 1, 0]
-    looped, looped_losses, _ = train(script, 10, turns, workers=2)
-    single, single_losses, _ = train(script, 1, [i for i in turns for _ in range(10)],
-                                     workers=2)
+    looped, looped_losses, _, looped_staleness = train(script, 10, turns, workers=2)
+    single, single_losses, _, single_staleness = train(
+        script, 1, [i for i in turns for _ in range(10)], workers=2)
     assert_identical(looped, single)
     assert looped_losses == single_losses
     assert looped[0]["global_step"] == 60
+    assert looped_staleness == single_staleness
+    if script == DYNSGD:  # 2 commits a turn: the first counts the other's since the last turn
+        assert looped_staleness == [[0, 0, 4, 0, 2, 0], [2, 0, 0, 0, 2, 0]], looped_staleness
 
 
 def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
@@ -295,3 +312,22 @@ def test_a_run_with_k_100_stops_within_k_steps_of_train_steps_and_checkpoints(tm
     assert result["steps_per_run"] == 100
     assert [point[1] for point in result["curve"]] == [100, 200, 300], output(cluster)
     assert os.path.exists(os.path.join(log_dir, "model.ckpt-300.index")), os.listdir(log_dir)
+
+
+@pytest.mark.parametrize("steps_per_run", [1, 20])
+def test_a_dynsgd_run_commits_once_per_window_and_reports_every_commit_s(steps_per_run):
+    """The real script (its train(), not this file's one_run), two workers, T = 5: with K = 1 a
+    commit follows every fifth local step, with K = 20 each run is four windows. Either way each
+    worker's commits are its local steps / T, each counted once in its summary (one s per
+    commit, not per run), and the global step, which only commits move, ends at every worker's
+    steps together."""
+    cluster = run_cluster(DYNSGD, workers=2, args=[
+        "--window", "5", "--steps_per_run", str(steps_per_run), "--train_steps", "400",
+        "--log_every", "100"])
+    results = worker_results(cluster)
+    assert all(r["steps_per_run"] == steps_per_run for r in results), results
+    assert all(r["local_steps"] % max(steps_per_run, 5) == 0 for r in results), results
+    assert [r["commits"] for r in results] == [r["local_steps"] // 5 for r in results], results
+    assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
+    for task, result in zip(("worker0", "worker1"), results):
+        assert "%d commits, staleness s: mean" % result["commits"] in output(cluster, task)
