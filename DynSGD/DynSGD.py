@@ -105,11 +105,11 @@ def build_graph(args):
                                        for theta, theta_pulled in zip(local, pulled)])
             counter_pulled = pulled_counter.read_value()
             with tf.device("/job:ps/task:0"):
-                accumulated_update = unpack(update_message, params)
-                # Commit: Δ divided by s + 1, then read θ and the counter again.
-                staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
-                    args, params, update_counter, global_step, accumulated_update,
-                    counter_pulled))
+                # Δ, counter_pulled on the ps; then, locked, commit Δ / (s + 1), read θ again.
+                arrived = unpack(update_message, params) + [tf.identity(counter_pulled)]
+                with tf.control_dependencies(arrived):
+                    staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
+                        args, params, update_counter, global_step, arrived[:-1], arrived[-1]))
             # Back on the worker: θᵢ ← θ, and remember θ and the counter it was read with.
             with tf.control_dependencies([store_pull(local, pulled, pulled_counter, fresh)]):
                 return {"train_op": tf.identity(global_step_after),

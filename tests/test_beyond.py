@@ -226,6 +226,27 @@ def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name, steps_per_run
     assert [op.type for op in crossing] == ["ConcatV2"], crossing  # ... from one message
 
 
+@pytest.mark.parametrize("steps_per_run", ["1", "10"])
+def test_the_dynsgd_commit_lock_is_taken_once_delta_and_counter_pulled_are_on_the_ps(
+        steps_per_run):
+    """As for the elastic lock: no op under either of DynSGD's locks (pull, commit) takes an
+    input from a worker, and the commit's lock waits for Δ (cut on the ps from one message) and
+    counter_pulled to be there (a read of counter_pulled under the lock waited on the
+    network)."""
+    from test_asynchronous import cluster_flags, worker_args
+    module = load_example(SCRIPTS["DynSGD"])
+    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run,
+                                                     "--window", "5"])
+    with module.tf.Graph().as_default() as graph:
+        module.build_graph(args)
+    under_a_lock = [op for op in graph.get_operations() if "critical_section_execute" in op.name]
+    assert [(op.name, tensor.name) for op in under_a_lock for tensor in op.inputs
+            if tensor.op.device.startswith("/job:worker")] == []
+    waits = sorted(sorted(op.type for op in lock.control_inputs if op.type != "NoOp")
+                   for lock in under_a_lock if lock.type == "MutexLock")  # (NoOp: lock order)
+    assert waits == [[], ["Identity"] + ["Reshape"] * 4], waits  # the pull's; the commit's
+
+
 @pytest.mark.tf2
 @pytest.mark.parametrize("name", ["AEASGD", "EAMSGD"])
 def test_an_elastic_exchange_moves_worker_and_centre_by_alpha_times_their_distance(name):
