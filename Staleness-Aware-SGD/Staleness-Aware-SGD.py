@@ -85,8 +85,9 @@ def build_graph(args):
             # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
             with tf.device("/job:ps/task:0"):
                 received = unpack(gradient_message, params)
-                staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
-                    args, params, global_step, received, computed_at))
+                with tf.control_dependencies(received):  # (the lock waits for the gradient)
+                    staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
+                        args, params, global_step, received, computed_at))
             return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
                     "gradients": gradients, "computed_at": computed_at}
 
