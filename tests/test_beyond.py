@@ -227,42 +227,23 @@ def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name, steps_per_run
 
 
 @pytest.mark.parametrize("steps_per_run", ["1", "10"])
-def test_the_dynsgd_commit_lock_is_taken_once_delta_and_counter_pulled_are_on_the_ps(
-        steps_per_run):
-    """As for the elastic lock: no op under either of DynSGD's locks (pull, commit) takes an
-    input from a worker, and the commit's lock waits for Δ (cut on the ps from one message) and
-    counter_pulled to be there (a read of counter_pulled under the lock waited on the
-    network)."""
+@pytest.mark.parametrize("name", ["DynSGD", "Staleness-Aware-SGD"])
+def test_the_update_lock_is_taken_once_what_it_applies_is_on_the_ps(name, steps_per_run):
+    """As for the elastic lock: no op under either lock (the pull, the update) takes an input
+    from a worker (DynSGD's counter_pulled was read from it), and the update's lock waits for
+    what it applies, cut on the ps from one message (Δ, or the gradient)."""
     from test_asynchronous import cluster_flags, worker_args
-    module = load_example(SCRIPTS["DynSGD"])
-    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run,
-                                                     "--window", "5"])
+    module = load_example(SCRIPTS[name])
+    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run] + (
+        ["--window", "5"] if name == "DynSGD" else []))
     with module.tf.Graph().as_default() as graph:
         module.build_graph(args)
     under_a_lock = [op for op in graph.get_operations() if "critical_section_execute" in op.name]
     assert [(op.name, tensor.name) for op in under_a_lock for tensor in op.inputs
             if tensor.op.device.startswith("/job:worker")] == []
-    waits = sorted(sorted(op.type for op in lock.control_inputs if op.type != "NoOp")
-                   for lock in under_a_lock if lock.type == "MutexLock")  # (NoOp: lock order)
-    assert waits == [[], ["Identity"] + ["Reshape"] * 4], waits  # the pull's; the commit's
-
-
-@pytest.mark.parametrize("steps_per_run", ["1", "10"])
-def test_the_staleness_aware_update_lock_is_taken_once_the_gradient_is_on_the_ps(steps_per_run):
-    """No op under either lock (the pull, the update) takes an input from a worker, and the
-    update's lock waits for the gradient, cut on the ps from one message."""
-    from test_asynchronous import cluster_flags, worker_args
-    module = load_example(SCRIPTS["Staleness-Aware-SGD"])
-    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run])
-    with module.tf.Graph().as_default() as graph:
-        module.build_graph(args)
-    under_a_lock = [op for op in graph.get_operations() if "critical_section_execute" in op.name]
-    assert [(op.name, tensor.name) for op in under_a_lock for tensor in op.inputs
-            if tensor.op.device.startswith("/job:worker")] == []
-    waits = sorted(sorted(op.type for op in lock.control_inputs if op.type != "NoOp")
-                   for lock in under_a_lock if lock.type == "MutexLock")  # (NoOp: lock order)
-    # The pull's lock waits for no tensor; the update's for the gradient's four (in the loop
-    # both also wait for the iteration to start: an Identity).
+    waits = [[op.type for op in lock.control_inputs]
+             for lock in under_a_lock if lock.type == "MutexLock"]
+    # The pull's lock waits for no tensor, the update's for the four it applies.
     assert sorted(wait.count("Reshape") for wait in waits) == [0, 4], waits
 
 
