@@ -57,8 +57,12 @@ def test_a_restarted_chief_joins_the_live_theta_and_the_run_completes():
     local_init_op; θ on the ps is joined, not re-initialized (the restart columns of
     test_reliability.py do the same for other kinds of lesson). The ps gives a worker whose
     port closed --timeout seconds to be started again: a restart on a loaded machine (TF 2.x's
-    import alone) can take more than this file's 10 s, so this run gives 30."""
-    cluster = start("AGN/AGN.py", ["--train_steps", "2000", "--timeout", "30"])
+    import alone) can take more than this file's 10 s, so this run gives 30. --step_delay holds
+    each worker to 50 steps/s, so that worker 0 cannot end the run alone before a worker 1
+    started late on a busy machine has made its 200 steps (seen in 6 test processes on 2
+    cores: worker 1 made 85 steps, at 12 steps/s, while worker 0 made 1920)."""
+    cluster = start("AGN/AGN.py", ["--train_steps", "2000", "--timeout", "30",
+                                   "--step_delay", "0.02"])
     try:
         assert cluster.wait_for_line("worker1", r"step 200 ", RUN_TIMEOUT), output(cluster)
         before = kill_and_restart(cluster, "worker0")
