@@ -190,6 +190,26 @@ def test_a_two_node_step_is_laid_out_by_blocks_with_ports_from_the_job_id():
                       "node02:%d,node02:%d" % (base, base + 1), "worker", 0)
 
 
+def test_a_slurm_jobs_ports_never_fall_in_a_parallel_test_process_range():
+    """The real jobs of this module run beside other tests, whose clusters take ports from their
+    test process's range (tests/conftest.py): a job's task must never find its port taken by one
+    of them (a worker did, exit 2 "port … is already in use", in a CI run whose job 1 got 16418).
+    The lowest and highest ports any job can use, from the resolution function itself: job ids
+    0 and 511 (mod 512), one node with 32 tasks."""
+    import conftest
+
+    def ports(job_id):
+        ps, workers, _, _ = step(0, "node01", 0, nodelist="node01", tasks_per_node="32",
+                                 SLURM_JOB_ID=str(job_id))
+        return [int(host.rpartition(":")[2]) for host in (ps + "," + workers).split(",")]
+
+    lowest, highest = min(ports(0)), max(ports(511))
+    assert (lowest, highest) == conftest.SLURM_JOB_PORTS
+    for index in range(conftest.PORT_RANGES):
+        low, high = conftest.port_range_of("gw%d" % index)
+        assert high < lowest or low > highest, (index, low, high)
+
+
 @pytest.mark.parametrize("environ, expected", [
     ({"SLURMD_NODENAME": "node02"}, "block distribution"),  # cyclic: task 1 on the 2nd node
     ({"SLURM_PS_TASKS": "4"}, "leaves no worker"),
