@@ -75,7 +75,9 @@ def how_the_cluster_came(script):
 
 
 def assert_trained(record, text, workers, train_steps):
-    assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), (record, text)
+    assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), \
+        "job %s: %s %s; its output:\n%s" % (record.get("JobId"), record["JobState"],
+                                            record["ExitCode"], text)  # a str: shown whole
     results = sorted((r for r in results_in(text) if r["job"] == "worker"),
                      key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == list(range(workers)), text
