@@ -5,7 +5,7 @@ once, start to prompt, and the table shows its wall time, steps per second, test
 time from launch to the target accuracy, beside the project's speed targets. With --repeats 3
 it reports medians; with --readme it rewrites the results section of README.md from the run.
 With --soak SECONDS it instead trains one example (Hogwild unless --only names another) for that
-long and prints every task's resident memory over time, and how fast it grows once warmed up.
+long, counted from its first progress line, and prints every task's resident memory over time, and how fast it grows once warmed up.
 With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user would pick
 instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
 interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild, AGN
@@ -252,6 +252,7 @@ def rss_kb(pid):
 
 
 GLOBAL_STEP = re.compile(r"\(global (\d+)\)")  # in the workers' progress lines
+STARTUP_BOUND = 120  # seconds from a soak's launch to its first progress line, at most
 
 
 def global_step(cluster):
@@ -261,30 +262,41 @@ def global_step(cluster):
     return max(latest)
 
 
-def soak(folder, seconds):
+def soak(folder, seconds, start_bound=STARTUP_BOUND):
     """Train one example for `seconds` (with a --train_steps it never reaches), sampling every
     task's RSS; then the growth from the end of the warm-up (the first third) to the end, in MB
-    per minute and KB per 1000 global steps: a leak shows as a steady growth."""
+    per minute and KB per 1000 global steps: a leak shows as a steady growth. The seconds count
+    from the first progress line, when training is under way: start-up, which takes longer on a
+    busy machine, is sampled too but not counted (at most start_bound seconds of it)."""
     interval = min(5.0, seconds / 10)  # every few seconds, and at least ten samples
-    samples = []  # (seconds since the start, global step, {task: RSS in KB})
+    samples = []  # (seconds since the launch, global step, {task: RSS in KB})
     cluster = LocalCluster(example_script(folder), echo=False,
-                           args=["--train_steps", "1000000000"])
+                           args=["--train_steps", "1000000000", "--log_every", "100"])
     with cluster:
         cluster.start()
-        print("[benchmark] soak: %s for %g s, RSS every %g s of %s" % (
+        print("[benchmark] soak: %s for %g s of training, RSS every %g s of %s" % (
             os.path.relpath(cluster.script, ROOT), seconds, interval, ", ".join(
                 "%s (pid %d)" % (task.name, task.process.pid) for task in cluster.tasks)),
             flush=True)
-        started = time.monotonic()
+        launched, training = time.monotonic(), None
         while True:
-            elapsed = time.monotonic() - started
+            elapsed = time.monotonic() - launched
             samples.append((elapsed, global_step(cluster),
                             {task.name: rss_kb(task.process.pid) for task in cluster.tasks}))
             print(soak_row(cluster, samples[-1], header=len(samples) == 1), flush=True)
-            if elapsed >= seconds or cluster.failed():
+            if training is None and samples[-1][1] > 0:
+                training = elapsed
+            if training is not None and elapsed - training >= seconds or cluster.failed():
                 break
-            # The sampling timer, cut short if a task ends.
-            cluster.wait_for(cluster.failed, min(interval, seconds - elapsed))
+            if training is None and elapsed >= start_bound:
+                print("[benchmark] soak: no progress line %g s after the launch; stopping"
+                      % start_bound, file=sys.stderr)
+                return 1
+            # The sampling timer, cut short if a task ends (or, during start-up, at the first
+            # progress line).
+            wait = interval if training is None else min(interval, training + seconds - elapsed)
+            cluster.wait_for(lambda: cluster.failed() or (training is None and
+                                                           global_step(cluster) > 0), wait)
         failed = cluster.failed()
     print("[benchmark] soak: every task stopped")
     if failed:
@@ -292,7 +304,7 @@ def soak(folder, seconds):
             ", ".join(task.name for task in failed), cluster.returncodes(),
             "\n".join(line for task in failed for line in task.lines[-10:])), file=sys.stderr)
         return 1
-    print(soak_growth(cluster, samples, seconds / 3))
+    print(soak_growth(cluster, samples, training + seconds / 3))
     return 0
 
 
