@@ -24,6 +24,11 @@ EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scrip
 TF2_SUBSET = {"Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"}
 RETRYABLE = 138  # the examples' exit code for "a peer was lost: start me again"
 TIMEOUT = "10"  # --timeout: how long a task waits for a dead peer before it gives up
+# The resumed cluster has no dead peer to find: a longer --timeout, so that on a crowded machine
+# (6 test processes on 2 cores) a worker waiting for a chief that is still restoring, or for a
+# starved peer's first round, does not give up (one did, in a fresh-clone CI run: Local-SGD's
+# worker1, 10 s into the resumed run, while the chief had just restored the checkpoint).
+RESUMED_TIMEOUT = "60"
 BOUND = 90      # seconds within which every scenario must have ended
 OUTCOMES = {}   # (scenario, example) -> outcome, printed by conftest.py
 
@@ -121,7 +126,8 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
                              output(crashed, name)), output(crashed)
     last = last_checkpoint_step(log_dir)
     resumed = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False,
-                           args=["--train_steps", str(last + 50), "--timeout", TIMEOUT] + args)
+                           args=["--train_steps", str(last + 50), "--timeout", RESUMED_TIMEOUT]
+                           + args)
     try:
         resumed.start()
         assert resumed.wait(BOUND), output(resumed)
