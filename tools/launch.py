@@ -3,7 +3,8 @@
 Every example's run.sh calls this (through tools/launch). It starts the tasks, shows their output
 with [ps0]/[worker1] prefixes, waits for all of them, prints the results table from their RESULT
 lines (on a terminal only the table: the raw RESULT lines are for programs, and show when the
-output goes to a pipe or a file), and exits 0 only if every task did. Each task runs in its own
+output goes to a pipe or a file), and exits 0 only if every task did (2 where a task refused its
+command line, as the examples do; 1 for any other failure). Each task runs in its own
 process group, ended by group id, never by name; on Ctrl-C, SIGTERM or a closed output pipe
 (`| head`) every task is ended.
 
@@ -548,7 +549,7 @@ def main(argv=None):
         cluster.stop()
         say("[launch] error: %s failed (exit code %d); every task was stopped"
             % (bad.task.name, BAD_INPUT), sys.stderr)
-        return CLOSED_PIPE if cluster.console.closed else 1
+        return CLOSED_PIPE if cluster.console.closed else BAD_INPUT  # as the task said
     except KeyboardInterrupt:
         cluster.stop()
         say("[launch] interrupted: every task was stopped", sys.stderr)
