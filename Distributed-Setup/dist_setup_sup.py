@@ -1139,8 +1139,18 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     tensor, the loop also ends after the step where it is true (a synchronous worker must not
     step past the last update). Returns {"train_op": the global step after the last, "loss": the
     losses, and the values of each step's other outputs named in stacked, {name: dtype}}, of the
-    steps it ran."""
+    steps it ran.
+
+    Where each step waits for the one before matters for speed. The loop variable that carries
+    the global step from one iteration to the next lives on the ps, beside global_step (see
+    beside_its_input), and every op of a step waits for it there: the next step's read of θ
+    follows the last update on the ps itself, and an iteration costs one round trip (θ to the
+    worker, its gradient back) instead of two (the new global step to the worker, then the
+    next read's go-ahead back to the ps). With until, the worker needs each step's global step
+    to decide whether to go on, so that loop variable stays on the worker."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
+    global_step = tf.train.get_global_step()
+    on = global_step.device if until is None and global_step is not None else None
 
     def more(index, global_step, *_):
         if until is None:
@@ -1148,19 +1158,42 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
         return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
                                                            tf.logical_not(until(global_step))))
 
-    def body(index, _, *arrays):
-        ops = step(index)
+    def body(index, global_step, *arrays):
+        with tf.control_dependencies([global_step] if on else []):
+            ops = step(index)
         with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
-            return (index + 1, tf.identity(ops["train_op"])) + tuple(
-                array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+            arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+        following = index + 1
+        if on:
+            with tf.device(on):  # (it is there already where the step's global step is)
+                return (following, tf.identity(ops["train_op"])) + arrays
+        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+            return (following, tf.identity(ops["train_op"])) + arrays
 
-    ran, global_step, *arrays = tf.while_loop(
-        more, body,
-        [tf.constant(0), tf.constant(0, tf.int64)] + [tf.TensorArray(dtype, steps)
-                                                       for _, dtype in names],
-        parallel_iterations=1, back_prop=False)
+    with tf.device(on) if on else contextlib.suppress():  # (suppress(): no device scope)
+        first = tf.constant(0, tf.int64)
+    with tf.device(beside_its_input):
+        ran, global_step, *arrays = tf.while_loop(
+            more, body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps)
+                                                   for _, dtype in names],
+            parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
+
+
+def beside_its_input(op):
+    """A device function for the ops that tf.while_loop makes for each loop variable (Enter,
+    Merge, Switch, NextIteration, Exit and the Identity the body receives): on the device of
+    the variable's value, where the loop's caller left them unplaced. Every other op keeps the
+    device its own scope gives it."""
+    loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
+            "RefSwitch", "RefNextIteration", "RefExit")
+    if op.device or not op.inputs:
+        return op.device
+    if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",
+                                                                           "RefSwitch"):
+        return op.inputs[0].device
+    return op.device
 
 
 def apply_on_the_ps(optimizer, gradients, params):

@@ -144,6 +144,47 @@ def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
     assert all(op.device == "/job:ps/task:0" for op in updates)
 
 
+def crossings_in_the_loop(worker, fetches):
+    """{(from task, to task): the tensors sent between the tasks inside the while_loop's frame},
+    from the partition graphs TensorFlow ran for one session.run of fetches."""
+    tf = worker.module.tf
+    metadata = tf.RunMetadata()
+    worker.session.run(fetches, options=tf.RunOptions(output_partition_graphs=True),
+                       run_metadata=metadata)
+    task = lambda device: device.split("/device:")[0].replace("/replica:0", "")
+    sent = {}
+    for partition in metadata.partition_graphs:
+        for node in partition.node:
+            name = node.attr["tensor_name"].s.decode() if node.op == "_Send" else ""
+            if "while/" in name and "while/Exit" not in name:  # each iteration's, not the end's
+                key = (task(node.attr["send_device"].s.decode()),
+                       task(node.attr["recv_device"].s.decode()))
+                sent.setdefault(key, []).append(name)
+    return sent
+
+
+@pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD])
+def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
+    """K = 10: the loop variable that carries the global step lives on the ps, so the next
+    step's read of θ follows the last update there. Per iteration the worker sends the ps its
+    gradient and the loop's go-on (the predicate that drives the ps's half of the loop); the
+    ps sends θ and the go-ahead of the worker's next step. With that loop variable on the
+    worker, the new global step would travel to the worker and the next read's go-ahead back
+    to the ps: one more message each way, a second round trip per step. θ stays bit for bit
+    (the test above)."""
+    _, [worker] = start(script, 1, 10)
+    sent = crossings_in_the_loop(worker, worker.built["train_op"])
+    to_ps, to_worker = ("/job:worker/task:0", "/job:ps/task:0"), ("/job:ps/task:0",
+                                                                 "/job:worker/task:0")
+    assert set(sent) == {to_ps, to_worker}, sent
+    assert len(sent[to_ps]) == 2 and any("LoopCond" in name for name in sent[to_ps]), sent
+    assert len(sent[to_worker]) == 2, sent
+    merges = [op for op in worker.graph.get_operations()
+              if op.type in ("Merge", "RefMerge") and op.name.startswith("while/")
+              and op.outputs[0].dtype.base_dtype == worker.module.tf.int64]
+    assert [op.device for op in merges] == ["/job:ps/task:0"], merges
+
+
 @pytest.mark.parametrize("script", [AEASGD, EAMSGD])
 def test_in_the_loop_the_elastic_exchange_still_runs_under_the_one_lock_on_the_ps(script):
     """The K = 100 graph (25 windows of τ = 4): the exchange inside the while_loop takes the
