@@ -182,10 +182,10 @@ class PullWhenTheSessionIsCreated(tf.train.SessionRunHook):
 
 
 # =============================================================================================
-# Appendix, synchronous family: the flag N and the hook that end synchronous training
-# cleanly. The same, line for line, in Synchronous-SGD, Synchronous-SGD-different-learning-
-# rates, SAGN and Local-SGD (tools/shared_helpers.py keeps it so); Synchronous-SGD/README.md
-# explains it.
+# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
+# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
+# it so); Synchronous-SGD/README.md explains it.
 # =============================================================================================
 def add_replicas_flag(parser):
     parser.add_argument_group("synchronous steps").add_argument(
@@ -202,6 +202,31 @@ def check_replicas_flag(parser, args):
     if not 1 <= args.replicas_to_aggregate <= workers:
         parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
                      "got %d" % (workers, args.replicas_to_aggregate))
+
+
+def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
+    """A worker's synchronous step; returns the global step of the token it took. Outside a loop
+    (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
+    half of the step (each gradient into its variable's accumulator, tagged with this worker's
+    step; then a token, which becomes its step) and the chief's half (the mean of N from each
+    accumulator, the update, M tokens) that SynchronousTrainingHook runs on its own. In the
+    tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
+    apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
+    only needs their shapes), and each iteration builds the worker's half from the
+    accumulators, the queue and the step variable that it made (TF 1.15's attribute names)."""
+    if not in_a_loop:
+        return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    grads_and_vars = list(grads_and_vars)
+    with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
+        optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
+                                  global_step=global_step)
+    sent = []
+    for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
+        with tf.device(device):  # read the tag in the loop: it changes at every iteration
+            sent.append(accumulator.apply_grad(gradient, optimizer._local_step.read_value()))
+    with tf.control_dependencies(sent), tf.device(global_step.device):
+        token = optimizer._sync_token_queue.dequeue()
+    return tf.assign(optimizer._local_step, token)
 
 
 # Ending synchronous training: nobody waits for a token that will never come.

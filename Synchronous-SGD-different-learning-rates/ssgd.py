@@ -120,6 +120,41 @@ def build_graph(args):
     return dict(graph, global_step=global_step, test_accuracy=test_accuracy, optimizer=optimizer)
 
 
+def train(args, server, watchdog):
+    graph = build_graph(args)
+    synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
+    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
+        while loop.running():
+            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
+            # The token holds the global step of the update that released it.
+            global_step, loss = sess.run([graph["train_op"], graph["loss"]])
+            loop.step(loss, global_step)
+    return loop.report()
+
+
+# =============================================================================================
+# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
+# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
+# it so); Synchronous-SGD/README.md explains it.
+# =============================================================================================
+def add_replicas_flag(parser):
+    parser.add_argument_group("synchronous steps").add_argument(
+        "--replicas_to_aggregate", type=int, metavar="N",
+        help="how many workers' contributions the ps averages into each update (default: all "
+             "M workers); with N < M, backup workers: the first N fresh contributions of a step "
+             "are averaged, whoever sent them, and older ones are dropped")
+
+
+def check_replicas_flag(parser, args):
+    workers = len(args.cluster["worker"])
+    if args.replicas_to_aggregate is None:
+        args.replicas_to_aggregate = workers
+    if not 1 <= args.replicas_to_aggregate <= workers:
+        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
+                     "got %d" % (workers, args.replicas_to_aggregate))
+
+
 def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     """A worker's synchronous step; returns the global step of the token it took. Outside a loop
     (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
@@ -143,41 +178,6 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     with tf.control_dependencies(sent), tf.device(global_step.device):
         token = optimizer._sync_token_queue.dequeue()
     return tf.assign(optimizer._local_step, token)
-
-
-def train(args, server, watchdog):
-    graph = build_graph(args)
-    synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
-    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
-        while loop.running():
-            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
-            # The token holds the global step of the update that released it.
-            global_step, loss = sess.run([graph["train_op"], graph["loss"]])
-            loop.step(loss, global_step)
-    return loop.report()
-
-
-# =============================================================================================
-# Appendix, synchronous family: the flag N and the hook that end synchronous training
-# cleanly. The same, line for line, in Synchronous-SGD, Synchronous-SGD-different-learning-
-# rates, SAGN and Local-SGD (tools/shared_helpers.py keeps it so); Synchronous-SGD/README.md
-# explains it.
-# =============================================================================================
-def add_replicas_flag(parser):
-    parser.add_argument_group("synchronous steps").add_argument(
-        "--replicas_to_aggregate", type=int, metavar="N",
-        help="how many workers' contributions the ps averages into each update (default: all "
-             "M workers); with N < M, backup workers: the first N fresh contributions of a step "
-             "are averaged, whoever sent them, and older ones are dropped")
-
-
-def check_replicas_flag(parser, args):
-    workers = len(args.cluster["worker"])
-    if args.replicas_to_aggregate is None:
-        args.replicas_to_aggregate = workers
-    if not 1 <= args.replicas_to_aggregate <= workers:
-        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
-                     "got %d" % (workers, args.replicas_to_aggregate))
 
 
 # Ending synchronous training: nobody waits for a token that will never come.
