@@ -42,6 +42,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "sagn"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K / T rounds per session.run
 STARTED = time.time()
 
 
@@ -60,18 +61,24 @@ def parse_flags(argv=None):
 
 def build_graph(args):
     """θ, global_step, the accumulators and the token queue on the ps; the local copy θᵢ, the
-    input and every local step on this worker."""
+    input and every local step on this worker. K = 1 (--steps_per_run) gives the ops of the
+    lesson's round (pull, local_step, commit); K > 1, one op that runs K / T whole rounds."""
     (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
                                                                             args.seed)
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     initial = initial_parameters(train_images.shape[1], 10, args.seed)
-    on_the_ps = tf.train.replica_device_setter(worker_device=worker_device,
-                                               cluster=tf.train.ClusterSpec(args.cluster))
-    with tf.device(on_the_ps):
+    with tf.device(tf.train.replica_device_setter(
+            worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
         params = create_parameters(initial)
         global_step = tf.train.get_or_create_global_step()
         test_accuracy = accuracy(params, test_images, test_labels)
+        # The chief's aggregation (SynchronousTrainingHook) takes the mean of N commits −Δᵢ,
+        # applies θ ← θ − mean(−Δᵢ) = θ + mean(Δᵢ) (a step of size 1), adds 1 to global_step
+        # and puts one token per worker, holding the new global step, in the queue.
+        optimizer = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(1.0),
+            replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
     with tf.device(worker_device):
         # θᵢ, and the θ this round started from: local variables, on this worker only.
         local = {"trainable": False, "collections": [tf.GraphKeys.LOCAL_VARIABLES]}
@@ -79,41 +86,42 @@ def build_graph(args):
             local_params = create_parameters(initial, **local)
         with tf.name_scope("round_start"):
             round_start = create_parameters(initial, **local)
-        # Pull: θᵢ ← θ, and remember θ (one read of θ from the ps).
-        pulled = [tf.identity(param) for param in params]
-        pull = tf.group(*[tf.assign(variable, value) for variable, value
-                          in zip(local_params + round_start, pulled + pulled)])
-        # A local step: θᵢ ← θᵢ − η·g(θᵢ), on this worker's minibatch.
-        images, labels = worker_batches(train_images, train_labels, args.task_index, workers,
-                                        args.batch_size, args.seed)
-        loss = cross_entropy(local_params, images, labels)
-        # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
-        # computed, so that no update of θᵢ starts under a backward pass still reading it.
-        gradients = tf.tuple(tf.gradients(loss, local_params))
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
-            zip(gradients, local_params))
-        # The accumulated update of the round, normalized by the window: Δᵢ = (θᵢ − θ) / T.
-        accumulated_update = [(param - start) / args.window
-                              for param, start in zip(local_params, round_start)]
-    with tf.device(on_the_ps):
-        # Commit: −Δᵢ goes to the ps as the "gradient" of a step of size 1, tagged with the
-        # round (global step) it belongs to; a late one is stale and dropped. The chief's
-        # aggregation (SynchronousTrainingHook) takes the mean of N of them, applies
-        # θ ← θ − mean(−Δᵢ) = θ + mean(Δᵢ), adds 1 to global_step and puts one token per
-        # worker, holding the new global step, in the queue. The commit returns that token.
-        optimizer = tf.train.SyncReplicasOptimizer(
-            tf.train.GradientDescentOptimizer(1.0),
-            replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
-        commit = optimizer.apply_gradients([(-update, param) for update, param
-                                            in zip(accumulated_update, params)],
-                                           global_step=global_step)
-    return {"pull": pull, "local_step": local_step, "commit": commit, "loss": loss,
-            "global_step": global_step, "test_accuracy": test_accuracy,
-            "local_params": local_params, "optimizer": optimizer}
+        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+                                  args.batch_size, args.seed)
+        sgd = tf.train.GradientDescentOptimizer(args.learning_rate)
 
+        def pull():  # θᵢ ← θ, and remember θ (θ comes from the ps in one message)
+            pulled = read_from_the_ps(params)  # (read on the ps: in a loop, at every round)
+            return tf.group(*[tf.assign(variable, value) for variable, value
+                              in zip(local_params + round_start, pulled + pulled)])
 
-ONE_STEP_PER_RUN_BECAUSE = ("each synchronous round waits on the ps for the other workers "
-                            "between session.run calls")
+        def local_step():  # θᵢ ← θᵢ − η·g(θᵢ), on this worker's next minibatch
+            loss = cross_entropy(local_params, *batches.get_next())
+            # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
+            # computed, so that no update of θᵢ starts under a backward pass still reading it.
+            gradients = tf.tuple(tf.gradients(loss, local_params))
+            return {"train_op": sgd.apply_gradients(zip(gradients, local_params)), "loss": loss}
+
+        def commit(*after):  # (after: the round's last local step, in the loop of K > 1)
+            # The accumulated update of the round, normalized by the window: Δᵢ = (θᵢ − θ) / T.
+            with tf.control_dependencies(after):
+                accumulated_update = [(param.read_value() - start.read_value()) / args.window
+                                      for param, start in zip(local_params, round_start)]
+            # −Δᵢ goes to the ps as the "gradient", tagged with the round (global step) it
+            # belongs to (a late one is stale: dropped); then take a token.
+            return synchronous_step(optimizer, [(-update, param) for update, param
+                                                in zip(accumulated_update, params)],
+                                    global_step, in_a_loop=args.steps_per_run > 1)
+
+        if args.steps_per_run == 1:  # SAGN: the lesson's round, one session.run per op
+            ops = local_step()
+            graph = {"pull": pull(), "local_step": ops["train_op"], "loss": ops["loss"],
+                     "commit": commit()}
+        else:  # K / T rounds, none after the last update (no token would come for it)
+            graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
+                                   start=pull, until=lambda token: token >= args.train_steps)
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
+                local_params=local_params, optimizer=optimizer)
 
 
 def train(args, server, watchdog):
@@ -121,6 +129,9 @@ def train(args, server, watchdog):
     synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
     with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
         while loop.running():
+            if args.steps_per_run > 1:  # K / T of the rounds below in one session.run
+                loop.step(*sess.run([graph["loss"], graph["local_step_and_commit"]]))
+                continue
             # SAGN: one round. Start from θ, make T local steps on θᵢ, send Δᵢ and wait for a
             # token; the token holds the global step of the update that released it.
             sess.run(graph["pull"])
