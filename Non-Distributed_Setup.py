@@ -141,8 +141,9 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
                                "tf.while_loop on the worker; each still reads θ, computes g and "
                                "applies it, only K - 1 round trips are saved (faster). Progress, "
                                "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. An example "
-                               "that cannot loop its step says why and refuses K > 1")
+                               "worker may overshoot --train_steps by up to K - 1. With --window "
+                               "T, K must be a multiple of T. An example that cannot loop its "
+                               "step says why and refuses K > 1")
 
 
 def check_training_flags(parser, args):
@@ -156,6 +157,11 @@ def check_training_flags(parser, args):
     if args.steps_per_run > 1 and steps_per_run_refused():
         parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
                      "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
+            args.steps_per_run % args.window):
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows, each ending on an exchange with the ps)"
+                     % (args.steps_per_run, args.window))
 
 
 def steps_per_run_refused():

@@ -45,6 +45,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "local_sgd"
+MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K / H rounds per session.run
 STARTED = time.time()
 CLASSES = 10  # the digits, and MNIST
 
@@ -78,18 +79,23 @@ def parse_flags(argv=None):
 
 def build_graph(args):
     """θ, global_step, the accumulators and the token queue on the ps; this worker's shard, its
-    copy θₖ and every local step on the worker."""
+    copy θₖ and every local step on the worker (K > 1: K / H whole rounds in one op)."""
     (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
                                                                             args.seed)
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     initial = initial_parameters(train_images.shape[1], CLASSES, args.seed)
-    on_the_ps = tf.train.replica_device_setter(worker_device=worker_device,
-                                               cluster=tf.train.ClusterSpec(args.cluster))
-    with tf.device(on_the_ps):
+    with tf.device(tf.train.replica_device_setter(
+            worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
         params = create_parameters(initial)
         global_step = tf.train.get_or_create_global_step()
         test_accuracy = accuracy(params, test_images, test_labels)
+        # The chief's aggregation (SynchronousTrainingHook) applies the mean of all M commits
+        # −Δₖ with step size M: θ ← θ − M·mean(−Δₖ) = θ + Σₖ Δₖ = Σₖ (nₖ/n)·θₖ, global_step
+        # += 1, and puts one token per worker, holding the new global step, in the queue.
+        optimizer = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(float(workers)),
+            replicas_to_aggregate=workers, total_num_replicas=workers)
     with tf.device(worker_device):
         # θₖ, and the θ this round started from: local variables, on this worker only.
         local = {"trainable": False, "collections": [tf.GraphKeys.LOCAL_VARIABLES]}
@@ -97,57 +103,56 @@ def build_graph(args):
             local_params = create_parameters(initial, **local)
         with tf.name_scope("round_start"):
             round_start = create_parameters(initial, **local)
-        # Pull: θₖ ← θ, and remember θ (θ comes from the ps in one message).
-        pulled = read_from_the_ps(params)
-        pull = tf.group(*[tf.assign(variable, value) for variable, value
-                          in zip(local_params + round_start, pulled + pulled)])
-        # A local step: θₖ ← θₖ − η·g(θₖ), on a minibatch of this worker's shard of nₖ.
         shard_images, shard_labels = shard(args, train_images, train_labels)
-        images, labels = worker_batches(shard_images, shard_labels, 0, 1, args.batch_size,
-                                        args.seed + args.task_index)
-        loss = cross_entropy(local_params, images, labels)
-        # The passes read θₖ in place: tf.tuple holds every gradient back until all are
-        # computed, so that no update of θₖ starts under a backward pass still reading it.
-        gradients = tf.tuple(tf.gradients(loss, local_params))
-        local_step = tf.train.GradientDescentOptimizer(args.learning_rate).apply_gradients(
-            zip(gradients, local_params))
-        # Local-SGD: this worker's share of the average, Δₖ = (nₖ/n)·(θₖ − θ).
+        batches = worker_iterator(shard_images, shard_labels, 0, 1, args.batch_size,
+                                  args.seed + args.task_index)
+        sgd = tf.train.GradientDescentOptimizer(args.learning_rate)
         weight = len(shard_labels) / float(len(train_labels))
-        weighted_update = [weight * (param - start)
-                           for param, start in zip(local_params, round_start)]
-    with tf.device(on_the_ps):
-        # Local-SGD: commit. −Δₖ goes to the ps as the "gradient", tagged with the round (global step) it
-        # belongs to. The chief's aggregation (SynchronousTrainingHook) takes the mean of all M
-        # and applies it with step size M: θ ← θ − M·mean(−Δₖ) = θ + Σₖ Δₖ = Σₖ (nₖ/n)·θₖ. It
-        # adds 1 to global_step and puts one token per worker, holding the new global step, in
-        # the queue. The commit returns that token.
-        optimizer = tf.train.SyncReplicasOptimizer(
-            tf.train.GradientDescentOptimizer(float(workers)),
-            replicas_to_aggregate=workers, total_num_replicas=workers)
-        commit = optimizer.apply_gradients([(-update, param) for update, param
-                                            in zip(weighted_update, params)],
-                                           global_step=global_step)
-    return {"pull": pull, "local_step": local_step, "commit": commit, "loss": loss,
-            "global_step": global_step, "test_accuracy": test_accuracy,
-            "local_params": local_params, "optimizer": optimizer,
-            "shard_classes": sorted(set(shard_labels.tolist())), "weight": weight}
+
+        def pull():  # θₖ ← θ, and remember θ (θ comes from the ps in one message)
+            pulled = read_from_the_ps(params)
+            return tf.group(*[tf.assign(variable, value) for variable, value
+                              in zip(local_params + round_start, pulled + pulled)])
+
+        def local_step():  # θₖ ← θₖ − η·g(θₖ), on a minibatch of this worker's shard of nₖ
+            loss = cross_entropy(local_params, *batches.get_next())
+            # The passes read θₖ in place: tf.tuple holds every gradient back until all are
+            # computed, so that no update of θₖ starts under a backward pass still reading it.
+            gradients = tf.tuple(tf.gradients(loss, local_params))
+            return {"train_op": sgd.apply_gradients(zip(gradients, local_params)), "loss": loss}
+
+        def commit(*after):  # (after: the round's last local step, in the loop of K > 1)
+            # Local-SGD: this worker's share of the average, Δₖ = (nₖ/n)·(θₖ − θ).
+            with tf.control_dependencies(after):
+                weighted_update = [weight * (param.read_value() - start.read_value())
+                                   for param, start in zip(local_params, round_start)]
+            # −Δₖ goes to the ps as the "gradient", tagged with its round; then take a token.
+            return synchronous_step(optimizer, [(-update, param) for update, param
+                                                in zip(weighted_update, params)],
+                                    global_step, in_a_loop=args.steps_per_run > 1)
+
+        if args.steps_per_run == 1:  # Local-SGD: the lesson's round, one session.run per op
+            ops = local_step()
+            graph = {"local_step": ops["train_op"], "loss": ops["loss"], "commit": commit()}
+        else:  # K / H rounds, none after the last average (no token would come for it)
+            graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
+                                   start=pull, until=lambda token: token >= args.train_steps)
+        graph["pull"] = pull()  # (and PullWhenTheSessionIsCreated's, below)
+    return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
+                local_params=local_params, optimizer=optimizer,
+                shard_classes=sorted(set(shard_labels.tolist())), weight=weight)
 
 
 def shard(args, images, labels):
-    """This worker's nₖ training examples. By default every M-th one (the IID split of every
-    example). With --non_iid, by label: the classes, shuffled by --seed, are dealt out in M
-    groups as even as can be, and worker k gets every example of its group's classes, so that
-    the shard sizes nₖ differ."""
+    """This worker's nₖ training examples: every M-th one (IID), or with --non_iid by label:
+    the classes, shuffled by --seed, are dealt out in M groups as even as can be, and worker k
+    gets every example of its group's classes, so that the shard sizes nₖ differ."""
     workers = len(args.cluster["worker"])
     if not args.non_iid:
         return images[args.task_index::workers], labels[args.task_index::workers]
     classes = np.array_split(np.random.RandomState(args.seed).permutation(CLASSES), workers)
     mine = np.isin(labels, classes[args.task_index])
     return images[mine], labels[mine]
-
-
-ONE_STEP_PER_RUN_BECAUSE = ("each round waits on the ps for every worker between session.run "
-                            "calls")
 
 
 def train(args, server, watchdog):
@@ -159,6 +164,9 @@ def train(args, server, watchdog):
     hooks = [synchronous, PullWhenTheSessionIsCreated(graph["pull"])]  # Local-SGD: see below
     with training_session(args, server, graph, watchdog, hooks=hooks) as (sess, loop):
         while loop.running():
+            if args.steps_per_run > 1:  # K / H of the rounds below in one session.run
+                loop.step(*sess.run([graph["loss"], graph["local_step_and_commit"]]))
+                continue
             # Local-SGD: one round. Start from θ, make H local steps on θₖ, send Δₖ and wait
             # for a token; the token holds the global step of the average that released it.
             sess.run(graph["pull"])
@@ -182,10 +190,10 @@ class PullWhenTheSessionIsCreated(tf.train.SessionRunHook):
 
 
 # =============================================================================================
-# Appendix, synchronous family: the flag N and the hook that end synchronous training
-# cleanly. The same, line for line, in Synchronous-SGD, Synchronous-SGD-different-learning-
-# rates, SAGN and Local-SGD (tools/shared_helpers.py keeps it so); Synchronous-SGD/README.md
-# explains it.
+# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
+# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
+# it so); Synchronous-SGD/README.md explains it.
 # =============================================================================================
 def add_replicas_flag(parser):
     parser.add_argument_group("synchronous steps").add_argument(
@@ -202,6 +210,31 @@ def check_replicas_flag(parser, args):
     if not 1 <= args.replicas_to_aggregate <= workers:
         parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
                      "got %d" % (workers, args.replicas_to_aggregate))
+
+
+def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
+    """A worker's synchronous step; returns the global step of the token it took. Outside a loop
+    (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
+    half of the step (each gradient into its variable's accumulator, tagged with this worker's
+    step; then a token, which becomes its step) and the chief's half (the mean of N from each
+    accumulator, the update, M tokens) that SynchronousTrainingHook runs on its own. In the
+    tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
+    apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
+    only needs their shapes), and each iteration builds the worker's half from the
+    accumulators, the queue and the step variable that it made (TF 1.15's attribute names)."""
+    if not in_a_loop:
+        return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    grads_and_vars = list(grads_and_vars)
+    with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
+        optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
+                                  global_step=global_step)
+    sent = []
+    for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
+        with tf.device(device):  # read the tag in the loop: it changes at every iteration
+            sent.append(accumulator.apply_grad(gradient, optimizer._local_step.read_value()))
+    with tf.control_dependencies(sent), tf.device(global_step.device):
+        token = optimizer._sync_token_queue.dequeue()
+    return tf.assign(optimizer._local_step, token)
 
 
 # Ending synchronous training: nobody waits for a token that will never come.
@@ -443,8 +476,9 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
                                "tf.while_loop on the worker; each still reads θ, computes g and "
                                "applies it, only K - 1 round trips are saved (faster). Progress, "
                                "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. An example "
-                               "that cannot loop its step says why and refuses K > 1")
+                               "worker may overshoot --train_steps by up to K - 1. With --window "
+                               "T, K must be a multiple of T. An example that cannot loop its "
+                               "step says why and refuses K > 1")
 
 
 def parse_example_flags(parser, argv):
@@ -468,6 +502,11 @@ def check_training_flags(parser, args):
     if args.steps_per_run > 1 and steps_per_run_refused():
         parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
                      "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
+            args.steps_per_run % args.window):
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows, each ending on an exchange with the ps)"
+                     % (args.steps_per_run, args.window))
 
 
 def steps_per_run_refused():
@@ -1315,7 +1354,7 @@ def repeat(step, steps, stacked=None, until=None):
     return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
-def repeat_windows(local_step, commit, window, steps, stacked=None):
+def repeat_windows(local_step, commit, window, steps, stacked=None, start=None, until=None):
     """--steps_per_run K in an example whose worker makes T local steps (a window) and then
     commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
     loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
@@ -1329,7 +1368,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
     K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
     alone, then the last local step and the commit: the ps takes part once per window, as with
     K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
-    every local step)."""
+    every local step). With start, a function that builds an op (a pull of θ, say), each window
+    runs that op before its first local step. With until, as in steps_in_a_loop, the loop also
+    ends after the window whose global step makes it true (a synchronous worker must not commit
+    past the last update), and returns the losses and outputs of the windows it ran."""
     names = sorted((stacked or {}).items())
 
     def commit_after(update):
@@ -1349,9 +1391,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
             with tf.control_dependencies([ops["train_op"], ops["loss"]]):
                 return step + 1, losses.write(index * window + step, ops["loss"])
 
+        with tf.control_dependencies([start()] if start else []):
+            first = tf.constant(0)
         last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
-                                     [tf.constant(0), losses], parallel_iterations=1,
-                                     back_prop=False)
+                                     [first, losses], parallel_iterations=1, back_prop=False)
         with tf.control_dependencies([last]):
             ops = local_step()
         committed = commit_after(ops["train_op"])
@@ -1361,13 +1404,15 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
                       for array, (name, _) in zip(arrays, names)]
             return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
 
-    _, global_step, losses, *arrays = tf.while_loop(
-        lambda index, *_: index < steps // window, one_window,
+    windows = steps // window
+    ran, global_step, losses, *arrays = tf.while_loop(
+        lambda index, global_step, *_: another_iteration(index, windows, global_step, until),
+        one_window,
         [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
-        + [tf.TensorArray(dtype, steps // window) for _, dtype in names],
+        + [tf.TensorArray(dtype, windows) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
-                local_step_and_commit=global_step, loss=losses.stack())
+    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
+                local_step_and_commit=global_step, loss=losses.gather(tf.range(ran * window)))
 
 
 def steps_in_a_loop(step, steps, stacked=None, until=None):
@@ -1395,12 +1440,6 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     global_step = tf.train.get_global_step()
     on = global_step.device if until is None and global_step is not None else None
 
-    def more(index, global_step, *_):
-        if until is None:
-            return index < steps
-        return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
-                                                           tf.logical_not(until(global_step))))
-
     def body(index, global_step, *arrays):
         with tf.control_dependencies([global_step] if on else []):
             ops = step(index)
@@ -1417,11 +1456,20 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
         first = tf.constant(0, tf.int64)
     with tf.device(beside_its_input):
         ran, global_step, *arrays = tf.while_loop(
-            more, body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps)
-                                                   for _, dtype in names],
+            lambda index, global_step, *_: another_iteration(index, steps, global_step, until),
+            body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
+
+
+def another_iteration(index, iterations, global_step, until):
+    """A loop's condition: fewer than `iterations` made, and, with until, none yet whose global
+    step makes until true (the first iteration always runs)."""
+    if until is None:
+        return index < iterations
+    return tf.logical_and(index < iterations, tf.logical_or(
+        tf.equal(index, 0), tf.logical_not(until(global_step))))
 
 
 def beside_its_input(op):

@@ -223,8 +223,9 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
                                "tf.while_loop on the worker; each still reads θ, computes g and "
                                "applies it, only K - 1 round trips are saved (faster). Progress, "
                                "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. An example "
-                               "that cannot loop its step says why and refuses K > 1")
+                               "worker may overshoot --train_steps by up to K - 1. With --window "
+                               "T, K must be a multiple of T. An example that cannot loop its "
+                               "step says why and refuses K > 1")
 
 
 def parse_example_flags(parser, argv):
@@ -248,6 +249,11 @@ def check_training_flags(parser, args):
     if args.steps_per_run > 1 and steps_per_run_refused():
         parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
                      "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
+            args.steps_per_run % args.window):
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows, each ending on an exchange with the ps)"
+                     % (args.steps_per_run, args.window))
 
 
 def steps_per_run_refused():
@@ -1095,7 +1101,7 @@ def repeat(step, steps, stacked=None, until=None):
     return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
-def repeat_windows(local_step, commit, window, steps, stacked=None):
+def repeat_windows(local_step, commit, window, steps, stacked=None, start=None, until=None):
     """--steps_per_run K in an example whose worker makes T local steps (a window) and then
     commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
     loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
@@ -1109,7 +1115,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
     K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
     alone, then the last local step and the commit: the ps takes part once per window, as with
     K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
-    every local step)."""
+    every local step). With start, a function that builds an op (a pull of θ, say), each window
+    runs that op before its first local step. With until, as in steps_in_a_loop, the loop also
+    ends after the window whose global step makes it true (a synchronous worker must not commit
+    past the last update), and returns the losses and outputs of the windows it ran."""
     names = sorted((stacked or {}).items())
 
     def commit_after(update):
@@ -1129,9 +1138,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
             with tf.control_dependencies([ops["train_op"], ops["loss"]]):
                 return step + 1, losses.write(index * window + step, ops["loss"])
 
+        with tf.control_dependencies([start()] if start else []):
+            first = tf.constant(0)
         last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
-                                     [tf.constant(0), losses], parallel_iterations=1,
-                                     back_prop=False)
+                                     [first, losses], parallel_iterations=1, back_prop=False)
         with tf.control_dependencies([last]):
             ops = local_step()
         committed = commit_after(ops["train_op"])
@@ -1141,13 +1151,15 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
                       for array, (name, _) in zip(arrays, names)]
             return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
 
-    _, global_step, losses, *arrays = tf.while_loop(
-        lambda index, *_: index < steps // window, one_window,
+    windows = steps // window
+    ran, global_step, losses, *arrays = tf.while_loop(
+        lambda index, global_step, *_: another_iteration(index, windows, global_step, until),
+        one_window,
         [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
-        + [tf.TensorArray(dtype, steps // window) for _, dtype in names],
+        + [tf.TensorArray(dtype, windows) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
-                local_step_and_commit=global_step, loss=losses.stack())
+    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
+                local_step_and_commit=global_step, loss=losses.gather(tf.range(ran * window)))
 
 
 def steps_in_a_loop(step, steps, stacked=None, until=None):
@@ -1175,12 +1187,6 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     global_step = tf.train.get_global_step()
     on = global_step.device if until is None and global_step is not None else None
 
-    def more(index, global_step, *_):
-        if until is None:
-            return index < steps
-        return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
-                                                           tf.logical_not(until(global_step))))
-
     def body(index, global_step, *arrays):
         with tf.control_dependencies([global_step] if on else []):
             ops = step(index)
@@ -1197,11 +1203,20 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
         first = tf.constant(0, tf.int64)
     with tf.device(beside_its_input):
         ran, global_step, *arrays = tf.while_loop(
-            more, body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps)
-                                                   for _, dtype in names],
+            lambda index, global_step, *_: another_iteration(index, steps, global_step, until),
+            body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
+
+
+def another_iteration(index, iterations, global_step, until):
+    """A loop's condition: fewer than `iterations` made, and, with until, none yet whose global
+    step makes until true (the first iteration always runs)."""
+    if until is None:
+        return index < iterations
+    return tf.logical_and(index < iterations, tf.logical_or(
+        tf.equal(index, 0), tf.logical_not(until(global_step))))
 
 
 def beside_its_input(op):

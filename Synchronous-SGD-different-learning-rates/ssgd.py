@@ -120,6 +120,41 @@ def build_graph(args):
     return dict(graph, global_step=global_step, test_accuracy=test_accuracy, optimizer=optimizer)
 
 
+def train(args, server, watchdog):
+    graph = build_graph(args)
+    synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
+    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
+        while loop.running():
+            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
+            # The token holds the global step of the update that released it.
+            global_step, loss = sess.run([graph["train_op"], graph["loss"]])
+            loop.step(loss, global_step)
+    return loop.report()
+
+
+# =============================================================================================
+# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
+# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
+# it so); Synchronous-SGD/README.md explains it.
+# =============================================================================================
+def add_replicas_flag(parser):
+    parser.add_argument_group("synchronous steps").add_argument(
+        "--replicas_to_aggregate", type=int, metavar="N",
+        help="how many workers' contributions the ps averages into each update (default: all "
+             "M workers); with N < M, backup workers: the first N fresh contributions of a step "
+             "are averaged, whoever sent them, and older ones are dropped")
+
+
+def check_replicas_flag(parser, args):
+    workers = len(args.cluster["worker"])
+    if args.replicas_to_aggregate is None:
+        args.replicas_to_aggregate = workers
+    if not 1 <= args.replicas_to_aggregate <= workers:
+        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
+                     "got %d" % (workers, args.replicas_to_aggregate))
+
+
 def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     """A worker's synchronous step; returns the global step of the token it took. Outside a loop
     (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
@@ -143,41 +178,6 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     with tf.control_dependencies(sent), tf.device(global_step.device):
         token = optimizer._sync_token_queue.dequeue()
     return tf.assign(optimizer._local_step, token)
-
-
-def train(args, server, watchdog):
-    graph = build_graph(args)
-    synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
-    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
-        while loop.running():
-            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
-            # The token holds the global step of the update that released it.
-            global_step, loss = sess.run([graph["train_op"], graph["loss"]])
-            loop.step(loss, global_step)
-    return loop.report()
-
-
-# =============================================================================================
-# Appendix, synchronous family: the flag N and the hook that end synchronous training
-# cleanly. The same, line for line, in Synchronous-SGD, Synchronous-SGD-different-learning-
-# rates, SAGN and Local-SGD (tools/shared_helpers.py keeps it so); Synchronous-SGD/README.md
-# explains it.
-# =============================================================================================
-def add_replicas_flag(parser):
-    parser.add_argument_group("synchronous steps").add_argument(
-        "--replicas_to_aggregate", type=int, metavar="N",
-        help="how many workers' contributions the ps averages into each update (default: all "
-             "M workers); with N < M, backup workers: the first N fresh contributions of a step "
-             "are averaged, whoever sent them, and older ones are dropped")
-
-
-def check_replicas_flag(parser, args):
-    workers = len(args.cluster["worker"])
-    if args.replicas_to_aggregate is None:
-        args.replicas_to_aggregate = workers
-    if not 1 <= args.replicas_to_aggregate <= workers:
-        parser.error("--replicas_to_aggregate must be between 1 and the number of workers (%d), "
-                     "got %d" % (workers, args.replicas_to_aggregate))
 
 
 # Ending synchronous training: nobody waits for a token that will never come.
@@ -419,8 +419,9 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
                                "tf.while_loop on the worker; each still reads θ, computes g and "
                                "applies it, only K - 1 round trips are saved (faster). Progress, "
                                "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. An example "
-                               "that cannot loop its step says why and refuses K > 1")
+                               "worker may overshoot --train_steps by up to K - 1. With --window "
+                               "T, K must be a multiple of T. An example that cannot loop its "
+                               "step says why and refuses K > 1")
 
 
 def parse_example_flags(parser, argv):
@@ -444,6 +445,11 @@ def check_training_flags(parser, args):
     if args.steps_per_run > 1 and steps_per_run_refused():
         parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
                      "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
+    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
+            args.steps_per_run % args.window):
+        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
+                     "makes K / T whole windows, each ending on an exchange with the ps)"
+                     % (args.steps_per_run, args.window))
 
 
 def steps_per_run_refused():
@@ -1291,7 +1297,7 @@ def repeat(step, steps, stacked=None, until=None):
     return steps_in_a_loop(lambda index: step(), steps, stacked, until)
 
 
-def repeat_windows(local_step, commit, window, steps, stacked=None):
+def repeat_windows(local_step, commit, window, steps, stacked=None, start=None, until=None):
     """--steps_per_run K in an example whose worker makes T local steps (a window) and then
     commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
     loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
@@ -1305,7 +1311,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
     K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
     alone, then the last local step and the commit: the ps takes part once per window, as with
     K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
-    every local step)."""
+    every local step). With start, a function that builds an op (a pull of θ, say), each window
+    runs that op before its first local step. With until, as in steps_in_a_loop, the loop also
+    ends after the window whose global step makes it true (a synchronous worker must not commit
+    past the last update), and returns the losses and outputs of the windows it ran."""
     names = sorted((stacked or {}).items())
 
     def commit_after(update):
@@ -1325,9 +1334,10 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
             with tf.control_dependencies([ops["train_op"], ops["loss"]]):
                 return step + 1, losses.write(index * window + step, ops["loss"])
 
+        with tf.control_dependencies([start()] if start else []):
+            first = tf.constant(0)
         last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
-                                     [tf.constant(0), losses], parallel_iterations=1,
-                                     back_prop=False)
+                                     [first, losses], parallel_iterations=1, back_prop=False)
         with tf.control_dependencies([last]):
             ops = local_step()
         committed = commit_after(ops["train_op"])
@@ -1337,13 +1347,15 @@ def repeat_windows(local_step, commit, window, steps, stacked=None):
                       for array, (name, _) in zip(arrays, names)]
             return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
 
-    _, global_step, losses, *arrays = tf.while_loop(
-        lambda index, *_: index < steps // window, one_window,
+    windows = steps // window
+    ran, global_step, losses, *arrays = tf.while_loop(
+        lambda index, global_step, *_: another_iteration(index, windows, global_step, until),
+        one_window,
         [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
-        + [tf.TensorArray(dtype, steps // window) for _, dtype in names],
+        + [tf.TensorArray(dtype, windows) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
-    return dict({name: array.stack() for array, (name, _) in zip(arrays, names)},
-                local_step_and_commit=global_step, loss=losses.stack())
+    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
+                local_step_and_commit=global_step, loss=losses.gather(tf.range(ran * window)))
 
 
 def steps_in_a_loop(step, steps, stacked=None, until=None):
@@ -1371,12 +1383,6 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     global_step = tf.train.get_global_step()
     on = global_step.device if until is None and global_step is not None else None
 
-    def more(index, global_step, *_):
-        if until is None:
-            return index < steps
-        return tf.logical_and(index < steps, tf.logical_or(tf.equal(index, 0),
-                                                           tf.logical_not(until(global_step))))
-
     def body(index, global_step, *arrays):
         with tf.control_dependencies([global_step] if on else []):
             ops = step(index)
@@ -1393,11 +1399,20 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
         first = tf.constant(0, tf.int64)
     with tf.device(beside_its_input):
         ran, global_step, *arrays = tf.while_loop(
-            more, body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps)
-                                                   for _, dtype in names],
+            lambda index, global_step, *_: another_iteration(index, steps, global_step, until),
+            body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
+
+
+def another_iteration(index, iterations, global_step, until):
+    """A loop's condition: fewer than `iterations` made, and, with until, none yet whose global
+    step makes until true (the first iteration always runs)."""
+    if until is None:
+        return index < iterations
+    return tf.logical_and(index < iterations, tf.logical_or(
+        tf.equal(index, 0), tf.logical_not(until(global_step))))
 
 
 def beside_its_input(op):

@@ -7,8 +7,12 @@ built in this process and run on tf.train.Servers started here (as the exact-upd
 test_asynchronous.py do, whose rules K = 1 checks). A script that does not build the loop refuses
 K > 1 in one line, exit code 2, before any server starts; the TrainingLoop logs at the first run
 that reaches each --log_every boundary; a real run stops within K − 1 steps past --train_steps,
-and a real DynSGD run commits once per window and counts each commit's staleness.
+and a real DynSGD run commits once per window and counts each commit's staleness. The
+synchronous examples' loops (SSGD's steps; SAGN's and Local-SGD's rounds) run against the
+chief's aggregation, and stop at the token of the last update.
 """
+import argparse
+import concurrent.futures
 import os
 import sys
 
@@ -32,15 +36,19 @@ EAMSGD = "EAMSGD/EAMSGD.py"
 DYNSGD = "DynSGD/DynSGD.py"
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
+SAGN = "SAGN/SAGN.py"
+LOCAL_SGD = "Local-SGD/Local-SGD.py"
 EVERY_STEP = [DIST_SETUP, HOGWILD, MULTI_GPU, STALENESS]  # one session.run is one step
 SYNCHRONOUS = [SSGD, RATES]  # one step: gᵢ to the accumulators, then a token
 WINDOWED = [AGN, DOWNPOUR, DOWNPOUR_EASY, AEASGD, EAMSGD, DYNSGD]  # T local steps, then a
 # commit (or an elastic exchange); a window that divides the runs' K = 10 (AEASGD's default τ is
 # 4; DynSGD's, 1, would not show a window inside the loop)
 WINDOW = {AEASGD: ["--window", "5"], EAMSGD: ["--window", "5"], DYNSGD: ["--window", "5"]}
+ROUNDS = [SAGN, LOCAL_SGD]  # both: each round pulls θ, makes T local steps, commits
+# Δᵢ to the accumulators and takes a token
 LOOPED = EVERY_STEP + WINDOWED
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
-REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS]
+REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS + ROUNDS]
 
 
 def one_run(worker, windowed, window, local_steps):
@@ -238,7 +246,7 @@ def test_a_script_that_says_nothing_refuses_k_above_1(tmp_path):
         "(its training loop is not built for it): leave it at 1 (see --help)"], text
 
 
-@pytest.mark.parametrize("script", WINDOWED)
+@pytest.mark.parametrize("script", WINDOWED + ROUNDS)
 def test_a_windowed_example_refuses_k_that_would_end_a_run_inside_a_window(script, capsys):
     module = load_example(script)
     with pytest.raises(SystemExit) as exit_info:
@@ -282,27 +290,51 @@ def test_the_training_loop_counts_k_steps_per_run_and_logs_when_a_boundary_is_cr
 RUN_BOUND_MS = 30000  # a step that waits for a token that never comes fails instead of hanging
 
 
-def synchronous_train(script, steps_per_run, runs, train_steps):
-    """One worker (N = M = 1), the chief: SynchronousTrainingHook's aggregation runs in its
-    thread, as in the real script, while this thread makes `runs` session.runs of K steps.
-    Returns (its state, its losses, the tokens the runs returned)."""
-    args, [worker] = start(script, 1, steps_per_run, ["--train_steps", str(train_steps)])
-    module = worker.module
-    with worker.graph.as_default():
-        hook = module.SynchronousTrainingHook(args, None, worker.built, FakeWatchdog())
-    hook.after_create_session(worker.session, None)
+def synchronous_train(script, steps_per_run, runs, train_steps, extra=(), workers=1):
+    """N = M workers, in this process: SynchronousTrainingHook's aggregation runs in the chief's
+    thread, as in the real script, while each worker makes `runs` runs of the lesson's loop (K
+    steps; SAGN's and Local-SGD's K = 1: a round), two workers each in a thread of its own.
+    Returns (each worker's state, its losses, the tokens its runs returned)."""
+    args, started = start(script, workers, steps_per_run,
+                          ["--train_steps", str(train_steps)] + list(extra))
+    module = started[0].module
+    hooks = []
+    for index, worker in enumerate(started):
+        with worker.graph.as_default():
+            hooks.append(module.SynchronousTrainingHook(
+                argparse.Namespace(**dict(vars(args), task_index=index)), None, worker.built,
+                FakeWatchdog()))
+        hooks[-1].after_create_session(worker.session, None)
     options = module.tf.RunOptions(timeout_in_ms=RUN_BOUND_MS)
-    losses, tokens = [], []
+    window = args.window if script in ROUNDS else 1
+
+    def train_one(worker):
+        runs_made = [one_synchronous_run(worker, window, options) for _ in range(runs)]
+        return ([float(loss) for _, losses in runs_made for loss in np.ravel(losses)],
+                [int(token) for token, _ in runs_made])
+
     try:
-        for _ in range(runs):
-            token, loss = worker.session.run([worker.built["train_op"], worker.built["loss"]],
-                                             options=options)
-            tokens.append(int(token))
-            losses += list(np.ravel(loss))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            losses, tokens = zip(*pool.map(train_one, started))
     finally:
-        hook.end(worker.session)
-    assert not any(thread.is_alive() for thread in hook.threads), "the aggregation ended"
-    return state(worker), losses, tokens
+        for hook, worker in zip(hooks, started):
+            hook.end(worker.session)
+    assert not any(thread.is_alive() for hook in hooks for thread in hook.threads), "ended"
+    return [state(worker) for worker in started], list(losses), list(tokens)
+
+
+def one_synchronous_run(worker, window, options):
+    """What the lesson's loop runs once: (the token it took last, the losses of its steps).
+    K synchronous steps, or K / T rounds, in one session.run; or SAGN's and Local-SGD's round
+    of K = 1, as their lessons run it: pull, T local steps, commit, each its own session.run."""
+    built, run = worker.built, worker.session.run
+    if "local_step_and_commit" in built or "train_op" in built:
+        name = "local_step_and_commit" if "local_step_and_commit" in built else "train_op"
+        return run([built[name], built["loss"]], options=options)
+    run(built["pull"], options=options)
+    losses = [run([built["local_step"], built["loss"]], options=options)[1]
+              for _ in range(window)]
+    return run(built["commit"], options=options), losses
 
 
 @pytest.mark.tf2
@@ -313,12 +345,55 @@ def test_k_synchronous_steps_in_one_run_are_k_single_steps_and_none_after_the_la
     bit. The second run stops after 5 steps, at the token of the last update: a sixth would send
     a gradient that no update takes and wait for a token that never comes (the bounded run
     fails)."""
-    looped, looped_losses, looped_tokens = synchronous_train(script, 10, 2, 15)
-    single, single_losses, single_tokens = synchronous_train(script, 1, 15, 15)
+    [looped], [looped_losses], [looped_tokens] = synchronous_train(script, 10, 2, 15)
+    [single], [single_losses], [single_tokens] = synchronous_train(script, 1, 15, 15)
     assert_identical([looped], [single])
     assert looped_losses == single_losses and len(looped_losses) == 15
     assert looped_tokens == [10, 15] and single_tokens == list(range(1, 16))
     assert looped["global_step"] == 15
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-worker", "two-workers"])
+@pytest.mark.parametrize("script", ROUNDS)
+def test_k_over_t_rounds_in_one_run_are_the_lessons_rounds_and_none_after_the_last(script,
+                                                                                   workers):
+    """T = 4, K = 8 (two rounds a run) for 3 runs against the lesson's K = 1 loop for 5 rounds
+    (pull, 4 local steps, commit: 6 session.runs a round), --train_steps 5, with the chief's
+    aggregation running: θ, the global step, θᵢ and the round's start, the worker's step tag
+    and every loss agree bit for bit. The third run stops after one round, at the token of the
+    last update: a second would commit Δᵢ that no update takes and wait for a token that never
+    comes (the bounded run fails). With two workers (N = M = 2, each in its thread) each commit
+    is weighted as with K = 1 (Local-SGD's nₖ/n is 1 with one worker); the result does not
+    depend on their timing: an update needs both commits, so both are waiting for its tokens,
+    and a sum of two is the same in either order."""
+    window = ["--window", "4"]
+    looped, looped_losses, looped_tokens = synchronous_train(script, 8, 3, 5, window, workers)
+    single, single_losses, single_tokens = synchronous_train(script, 1, 5, 5, window, workers)
+    assert_identical(looped, single)
+    assert looped_losses == single_losses
+    assert [len(losses) for losses in looped_losses] == [20] * workers
+    assert looped_tokens == [[2, 4, 5]] * workers
+    assert single_tokens == [[1, 2, 3, 4, 5]] * workers
+    assert looped[0]["global_step"] == 5
+    assert any("round_start" in name for name in looped[0])  # (its state is compared too)
+
+
+@pytest.mark.parametrize("script, window, rounds", [(SAGN, 4, 301), (LOCAL_SGD, 10, 101)])
+def test_a_run_of_rounds_with_k_2t_ends_at_train_steps_and_every_task_exits_0(script, window,
+                                                                               rounds):
+    """The real script, two workers, K = 2T: an odd --train_steps, so that each worker's last
+    run stops after one of its two rounds, at the token of the last update. The run ends at
+    exactly --train_steps updates, every task exits 0, the ps hears from both workers, each
+    worker made T local steps per round, and the model learned."""
+    cluster = run_cluster(script, workers=2, args=[
+        "--window", str(window), "--steps_per_run", str(2 * window), "--train_steps",
+        str(rounds), "--log_every", "200"])
+    results = worker_results(cluster)
+    assert [r["global_step"] for r in results] == [rounds] * 2, results
+    assert [r["local_steps"] for r in results] == [window * rounds] * 2, results
+    assert all(r["steps_per_run"] == 2 * window for r in results)
+    assert all(r["test_accuracy"] >= 0.9 for r in results), results
+    assert "all 2 workers are done; exiting" in output(cluster, "ps0")
 
 
 @pytest.mark.parametrize("workers, extra", [
