@@ -15,7 +15,7 @@ def test_soak_samples_every_tasks_rss_and_stops_them_all():
     # machine, is sampled but not counted), with a sample at least every 1.5 s.
     training = next(float(row[0]) for row in rows if int(row[1]) > 0)
     during = [row for row in rows if float(row[0]) >= training]
-    assert len(during) >= 10 and float(rows[-1][0]) - training >= 15, text
+    assert len(during) >= 10 and float(rows[-1][0]) - training >= 15 - 0.1, text  # (rounded)
     assert int(rows[-1][1]) > int(during[0][1]), text  # and training went on
     for name in ("ps0", "worker0", "worker1"):
         assert re.search(r"^ +%s +[+-]\d+\.\d MB +[+-]\d+\.\d+ MB/min +[+-]\d+\.\d KB per 1000 "
