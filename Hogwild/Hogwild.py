@@ -1151,20 +1151,21 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     losses, and the values of each step's other outputs named in stacked, {name: dtype}}, of the
     steps it ran.
 
-    Where each step waits for the one before matters for speed. The loop variable that carries
-    the global step from one iteration to the next lives on the ps, beside global_step (see
-    beside_its_input), and every op of a step waits for it there: the next step's read of θ
-    follows the last update on the ps itself, and an iteration costs one round trip (θ to the
-    worker, its gradient back) instead of two (the new global step to the worker, then the
-    next read's go-ahead back to the ps). With until, the worker needs each step's global step
-    to decide whether to go on, so that loop variable stays on the worker."""
+    Where each step waits for the one before matters for speed. Each task runs its part of the
+    loop one iteration at a time (parallel_iterations=1): the ps starts a step's read of θ only
+    once its part of the step before, the update, is done. So the worker need not wait for the
+    update: the loop variable that carries the global step from one iteration to the next lives
+    on the ps, beside global_step (see beside_its_input), and an iteration costs one round trip
+    (θ to the worker, its gradient back, with the loop's go-on alongside) instead of two (the
+    new global step to the worker before its next iteration could start, then the go-ahead for
+    the next read back to the ps). With until, the worker needs each step's global step to
+    decide whether to go on, so that loop variable stays on the worker."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
     global_step = tf.train.get_global_step()
     on = global_step.device if until is None and global_step is not None else None
 
-    def body(index, global_step, *arrays):
-        with tf.control_dependencies([global_step] if on else []):
-            ops = step(index)
+    def body(index, _, *arrays):
+        ops = step(index)
         with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
             arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
         following = index + 1

@@ -86,6 +86,27 @@ def test_ratios_are_ours_over_the_peer_round_by_round():
     assert "Hogwild" not in text  # a pair that did not run has no row
 
 
+def test_the_floor_compares_steady_step_times_round_by_round():
+    """--floor: a step time is read between the first and the last point of the worker's
+    accuracy curve ([time, global step, accuracy]), so that what the first session.runs cost
+    once does not count; the ratio is to the one-process step of the same round."""
+    def run(entry, round_, curve, whole):
+        made = {"entry": entry, "round": round_, "steps_per_second_per_worker": whole,
+                "results": [{"curve": curve}]}
+        return dict(made, steady_steps_per_second=benchmark.steady_rate(made))
+
+    baseline, looped = benchmark.BASELINE, "Distributed-Setup/run.sh K=100"
+    runs = [run(baseline, 0, [[10.0, 1000, 0.9], [11.0, 2000, 0.9], [12.0, 3000, 0.9]], 1500.0),
+            run(looped, 0, [[20.0, 1000, 0.9], [22.5, 3000, 0.9]], 700.0),  # 800/s steady
+            run(baseline, 1, [[5.0, 1000, 0.9], [7.0, 3000, 0.9]], 900.0),
+            run(looped, 1, [[30.0, 1000, 0.9]], 500.0)]  # one point: no steady rate
+    assert [r["steady_steps_per_second"] for r in runs] == [1000.0, 800.0, 1000.0, None]
+    table = benchmark.floor_table(runs)
+    assert "| Distributed-Setup | 100 | 600 (500–700) | 800 | 1250 | 1.25× | ≤ 2.0× |" in table
+    assert ("| one process (Non-Distributed_Setup.py) | 1 | 1200 (900–1500) | 1000 (1000–1000) "
+            "| 1000 (1000–1000) | 1 |") in table
+
+
 def test_the_torch_hogwild_target_is_judged_at_k_equals_100():
     runs = [{"round": 0, "entry": "Hogwild/run.sh", "aggregate_steps_per_second": 150.0},
             {"round": 0, "entry": "Hogwild/run.sh K=100", "aggregate_steps_per_second": 600.0},

@@ -548,6 +548,7 @@ def run_floor(options, extra_args):
                   flush=True)
             run = run_once(name, extra_args, sys.executable, command=command_of(name, extra_args))
             run["entry"], run["round"] = name, round_
+            run["steady_steps_per_second"] = steady_rate(run)
             if run["exit_code"]:
                 print(run["output_tail"], file=sys.stderr)
             runs.append(run)
@@ -563,28 +564,45 @@ def run_floor(options, extra_args):
     return 1 if any(run["exit_code"] for run in runs) else 0
 
 
+def steady_rate(run):
+    """Steps/s of the (first) worker between the first and the last point of its accuracy curve
+    (one every --log_every local steps): training in its stride, without what its first
+    session.runs cost once (TensorFlow partitions and registers each new graph on every task,
+    which for a loop spanning a ps and a worker takes a good part of a second), or None."""
+    curve = run["results"][0]["curve"] if run["results"] else []
+    if len(curve) < 2 or curve[-1][0] <= curve[0][0]:
+        return None
+    return (curve[-1][1] - curve[0][1]) / (curve[-1][0] - curve[0][0])
+
+
 def floor_table(runs):
-    header = ["program", "steps per session.run", "steps/s", "µs per step",
-              "× the one-process step (median of rounds, min–max)", "target"]
+    header = ["program", "steps per session.run", "steps/s, whole training", "steps/s, steady",
+              "µs per step, steady", "× the one-process step (median of rounds, min–max)",
+              "target"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in FLOOR:
         mine = [run for run in runs if run["entry"] == name]
-        rates = [run["steps_per_second_per_worker"] for run in mine]
+        rates = [run["steady_steps_per_second"] for run in mine
+                 if run.get("steady_steps_per_second")]
         script, _, steps_per_run = name.partition(" K=")
-        ratios_ = paired_ratios([dict(run, step_time=1e6 / run["steps_per_second_per_worker"])
-                                 for run in runs if run["steps_per_second_per_worker"]],
+        ratios_ = paired_ratios([dict(run, step_time=1e6 / run["steady_steps_per_second"])
+                                 for run in runs if run.get("steady_steps_per_second")],
                                 name, BASELINE, "step_time")
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             label(script) if script != BASELINE else "one process (%s)" % BASELINE,
-            steps_per_run or "1", spread(rates, 0),
-            spread([1e6 / rate for rate in rates if rate], 0),
+            steps_per_run or "1", spread([run["steps_per_second_per_worker"] for run in mine],
+                                         0),
+            spread(rates, 0), spread([1e6 / rate for rate in rates], 0),
             "1" if name == BASELINE else spread(ratios_, 2) + "×",
             "≤ %.1f×" % TARGETS["step_time_ratio"] if steps_per_run == str(K) else "-"))
     return "\n".join(lines)
 
 
 def render_floor(report):
-    return ("%s\n\nSteps/s of the worker during training (its RESULT line), --train_steps 3000; "
+    return ("%s\n\nSteps/s of the worker: over its whole training (its RESULT line), and "
+            "steady, between the first and the last point of its accuracy curve (every 1000 "
+            "local steps: without the first session.runs, which register each new graph on every "
+            "task once); the ratio is of steady step times. --train_steps 3000; "
             "%d interleaved rounds on %s, %s; %s." % (
                 floor_table(report["runs"]), report["repeats"], report["machine"],
                 report["date"], " → ".join(report["loads"])))
