@@ -115,11 +115,11 @@ def build_graph(args):
 
         if args.steps_per_run == 1:  # SAGN: the lesson's round, one session.run per op
             ops = local_step()
-            graph = {"pull": pull(), "local_step": ops["train_op"], "loss": ops["loss"],
-                     "commit": commit()}
+            graph = {"local_step": ops["train_op"], "loss": ops["loss"], "commit": commit()}
         else:  # K / T rounds, none after the last update (no token would come for it)
             graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
                                    start=pull, until=lambda token: token >= args.train_steps)
+        graph["pull"] = pull()  # (and PullWhenTheSessionIsCreated's, below)
     return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
                 local_params=local_params, optimizer=optimizer)
 
@@ -127,7 +127,8 @@ def build_graph(args):
 def train(args, server, watchdog):
     graph = build_graph(args)
     synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
-    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
+    hooks = [synchronous, PullWhenTheSessionIsCreated(graph["pull"])]  # SAGN: see below
+    with training_session(args, server, graph, watchdog, hooks=hooks) as (sess, loop):
         while loop.running():
             if args.steps_per_run > 1:  # K / T of the rounds below in one session.run
                 loop.step(*sess.run([graph["loss"], graph["local_step_and_commit"]]))
@@ -140,6 +141,17 @@ def train(args, server, watchdog):
                 loop.step(loss)
             loop.exchanged(sess.run(graph["commit"]))
     return loop.report()
+
+
+class PullWhenTheSessionIsCreated(tf.train.SessionRunHook):
+    """A session re-created mid-round (its ps was restarted) resets θᵢ and the round's start to
+    their initial values; pulling θ there lets the round go on from the restored θ instead."""
+
+    def __init__(self, pull):
+        self.pull = pull
+
+    def after_create_session(self, session, coord):
+        session.run(self.pull)
 
 
 # =============================================================================================

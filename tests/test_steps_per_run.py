@@ -452,3 +452,45 @@ def test_a_dynsgd_run_commits_once_per_window_and_reports_every_commit_s(steps_p
     assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
     for task, result in zip(("worker0", "worker1"), results):
         assert "%d commits, staleness s: mean" % result["commits"] in output(cluster, task)
+
+
+@pytest.mark.parametrize("script", ROUNDS)
+def test_a_session_created_mid_round_pulls_theta_before_the_round_goes_on(script, monkeypatch):
+    """A session (re-)created mid-round, after its ps came back, holds θᵢ and the round's start
+    at their initial values; the lesson's PullWhenTheSessionIsCreated runs the pull there, so
+    that the rest of the round steps from the ps's θ. train() hands it to the session, and
+    running it sets both to θ (here θ on the ps is moved away from the initial values first)."""
+    _, [worker] = start(script, 1, 1)
+    module, built = worker.module, worker.built
+    tf = module.tf
+    with worker.graph.as_default():
+        params = tf.trainable_variables()
+        moved = [tf.assign_add(param, tf.ones_like(param)) for param in params]
+    theta = worker.session.run(moved)
+
+    def copies(prefix):
+        values = state(worker)
+        return [values[prefix + param.op.name] for param in params]
+
+    for prefix in ("local/", "round_start/"):
+        assert not any(np.array_equal(v, t) for v, t in zip(copies(prefix), theta)), prefix
+
+    handed = []
+
+    class Handed(Exception):
+        pass
+
+    def training_session(args, server, graph, watchdog, hooks):
+        handed.extend(hooks)
+        raise Handed()
+
+    monkeypatch.setattr(module, "training_session", training_session)
+    monkeypatch.setattr(module, "SynchronousTrainingHook", lambda *args: "synchronous")
+    args = worker_args(module, cluster_flags(1), 0, [])
+    with tf.Graph().as_default(), pytest.raises(Handed):
+        module.train(args, None, None)
+    assert [type(hook).__name__ for hook in handed] == ["str", "PullWhenTheSessionIsCreated"]
+
+    module.PullWhenTheSessionIsCreated(built["pull"]).after_create_session(worker.session, None)
+    for prefix in ("local/", "round_start/"):
+        assert all(np.array_equal(v, t) for v, t in zip(copies(prefix), theta)), prefix
