@@ -43,15 +43,21 @@ def script(request):
     return request.param
 
 
-KILLED_RUN_STEPS = 500  # --train_steps of a run with a task killed at the chief's 100th step
+KILLED_RUN_STEPS = 500  # --train_steps of a run with a worker killed at its own 50th step
+# An asynchronous survivor need not wait for the victim, so each worker is held to 50 steps/s:
+# alone, the survivor cannot end the run (10 s at least) before a victim starved of CPU has
+# made its 50th step. Without it, on TF 2.x with 6 test processes on 2 cores, worker0 made 37
+# steps at 6.5 steps/s while worker1 made the whole run, and was never killed.
+KILLED_STEP_DELAY = "0.02"
 
 
 def kill_during_training(script, victim, timeout=TIMEOUT):
-    """ps + 2 workers; SIGKILL the victim once training is well under way (the chief's 100th
-    step); wait for the rest."""
+    """ps + 2 workers; SIGKILL the victim once it is training (its own 50th step, so that it
+    is surely alive and under way); wait for the rest."""
+    held = ["--step_delay", KILLED_STEP_DELAY] if family(script) == "asynchronous" else []
     return run_and_kill(script, victim, ["--train_steps", str(KILLED_RUN_STEPS),
-                                         "--log_every", "50", "--timeout", timeout],
-                        after=r"step 100 ", bound=BOUND)
+                                         "--log_every", "50", "--timeout", timeout] + held,
+                        watch=victim, after=r"step 50 ", bound=BOUND)
 
 
 def classify(cluster, ended, victim):
