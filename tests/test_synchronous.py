@@ -291,9 +291,13 @@ def test_with_a_backup_worker_the_others_finish_without_the_dead_one():
 
 def test_a_dead_chief_ends_everyone_even_with_backup_workers():
     """worker2 only starts once the chief is dead (as a slow start on a busy machine can): the
-    chief let it in, so it too knows whom it misses."""
+    chief let it in, so it too knows whom it misses. --timeout 30: the ps gives a worker that
+    never came up --timeout from its own start, and on a crowded machine (6 test processes on 2
+    cores) the chief's 100th step, after which worker2 starts, came more than 10 s after the
+    ps's start: the ps gave up on worker2 and exited, and worker1, losing the ps before it
+    could read the global step, named the ps instead of the dead chief."""
     cluster = kill_mid_run(RATES, 3, "worker0", ["--replicas_to_aggregate", "2",
-                                                 "--train_steps", "1000000", "--timeout", "10"],
+                                                 "--train_steps", "1000000", "--timeout", "30"],
                            started_after_the_kill=["worker2"])
     assert cluster.returncodes() == {"ps0": 1, "worker0": -signal.SIGKILL, "worker1": 138,
                                      "worker2": 138}
