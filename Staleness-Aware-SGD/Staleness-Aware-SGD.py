@@ -1197,13 +1197,14 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
 
     def body(index, _, *arrays):
         ops = step(index)
-        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+        step_done = [ops["train_op"]] + [ops[name] for name, _ in names]
+        with tf.control_dependencies(step_done):
             arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
         following = index + 1
         if on:
             with tf.device(on):  # (it is there already where the step's global step is)
                 return (following, tf.identity(ops["train_op"])) + arrays
-        with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+        with tf.control_dependencies(step_done):
             return (following, tf.identity(ops["train_op"])) + arrays
 
     with tf.device(on) if on else contextlib.suppress():  # (suppress(): no device scope)
