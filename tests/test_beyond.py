@@ -60,12 +60,16 @@ def run_with_the_defaults(script):
 
 
 def test_a_dynsgd_straggler_s_commits_are_stale_and_counted_so():
-    """With --step_delay on worker1, worker0 commits many times while worker1 computes one
-    update: worker1's staleness, as the ps counts it, is high; worker0's stays low."""
+    """With a 20 times longer --step_delay on worker1, worker0 commits many times while worker1
+    computes one update: worker1's staleness, as the ps counts it, is high; worker0's stays low.
+    worker0's own delay makes its 400 steps last 4 s at least, so that worker1, however slow to
+    join on a busy machine, commits before the end (a CI run once saw worker0 make all 400
+    commits, unhindered, before worker1's first)."""
     name = "DynSGD"
     cluster = LocalCluster(example(SCRIPTS[name]), workers=2, echo=False,
                            args=["--train_steps", "400"],
-                           task_args={"worker1": ["--step_delay", "0.1"]})
+                           task_args={"worker0": ["--step_delay", "0.01"],
+                                      "worker1": ["--step_delay", "0.2"]})
     try:
         start_the_chief_last(cluster)
         assert cluster.wait(120), output(cluster)
