@@ -725,7 +725,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
     training loop ends, normally or not. At the end the ps hears "done". Without a ps, every
     worker initializes its own variables (the chief: or restores them), a failed session is
-    not re-created (its peers' collective ops would not wait for a new one)."""
+    not re-created (its peers' collective ops would not wait for a new one). Hooks with a
+    chief_joined() method are told when a restarted chief joins the live θ."""
     hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
     config = config or session_config(args)
     if is_chief(args):
@@ -740,7 +741,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
             or None)
     elif is_chief(args):
         session = tf.train.MonitoredSession(
-            session_creator=ChiefSessionCreator(args, server, scaffold, config), hooks=hooks)
+            session_creator=ChiefSessionCreator(args, server, scaffold, config, hooks),
+            hooks=hooks)
     else:
         session = tf.train.MonitoredSession(
             session_creator=AfterTheChiefSessionCreator(args, server, scaffold, config),
@@ -790,17 +792,20 @@ def finish_among_workers(args, server, watchdog):
 
 class ChiefSessionCreator(tf.train.SessionCreator):
     """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
-    chief was restarted while the others trained on), it joins like any worker. Only where θ is
-    not on the ps (a new cluster, a restarted ps) does it restore --log_dir's newest intact
-    checkpoint, or initialize θ."""
+    chief was restarted while the others trained on), it joins like any worker, and tells the
+    hooks that have a chief_joined() method. Only where θ is not on the ps (a new cluster, a
+    restarted ps) does it restore --log_dir's newest intact checkpoint, or initialize θ."""
 
-    def __init__(self, args, server, scaffold, config):
+    def __init__(self, args, server, scaffold, config, hooks=()):
         self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
+        self.hooks = hooks
 
     def create_session(self):
         tell_parameter_servers(self.args, self.server, b"started")  # (see AfterTheChief...)
         self.scaffold.finalize()
         if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
+            for hook in self.hooks:
+                getattr(hook, "chief_joined", lambda: None)()
             return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
                                                  self.config).create_session()
         return tf.train.ChiefSessionCreator(

@@ -266,6 +266,15 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
 # names the dead task alone) and exits with the retryable code. With enough backup workers left
 # it says so once and goes on. A ps that is lost and restarted takes the accumulators with it:
 # the monitored session is re-created, the chief restores θ and this hook starts again.
+#
+# A chief killed inside an aggregation may have taken the round's N gradients from the
+# accumulators without putting its M tokens in the queue (its step on the ps was cancelled in
+# between): the workers that sent them would wait for a token forever, and its restarted self,
+# short of their gradients, for them. So a restarted chief that joins the live θ puts one token
+# for each other worker (M - 1), holding the current global step, in the queue. A worker that
+# waited takes one and sends a gradient again; one that did not wait takes one too, for one more
+# step at the same θ (counted in the next update as a backup worker's is, or stale and
+# dropped). Nobody waits forever, and then every update again puts M tokens for M steps.
 class SynchronousTrainingHook(tf.train.SessionRunHook):
     """SyncReplicasOptimizer's start-up on every worker, the chief's aggregation loop and every
     worker's watch over its peers, as described above."""
@@ -283,6 +292,10 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         # optimizer, global_step += 1, M tokens in the queue. It returns the new global step.
         with tf.control_dependencies(optimizer.get_chief_queue_runner().enqueue_ops):
             self.aggregate = self.global_step.read_value()
+        with tf.device(self.global_step.device):  # a restarted chief's tokens (see above)
+            self.release = optimizer._sync_token_queue.enqueue_many(tf.fill(
+                [len(args.cluster["worker"]) - 1], self.global_step.read_value()))
+        self.rejoined = False
         self.stopped = threading.Event()
         self.session, self.threads = None, []
 
@@ -290,12 +303,24 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         """Each (re-)created session: its start-up op, one aggregation loop on the chief; the
         watch over the peers is started once and follows the newest session."""
         session.run(self.init_op)
+        if self.rejoined:
+            self.rejoined = False
+            global_step = session.run(self.global_step)
+            session.run(self.release)
+            print("[%s] one token for each other worker, for global step %d, put in the "
+                  "queue: a worker that waited for the update the chief's old self was making "
+                  "goes on" % (self.who, global_step), flush=True)
         self.session = session
         loops = ([] if self.threads else [(self.watch_peers, ())]) + (
             [(self.aggregate_until_the_last_step, (session,))] if self.is_chief else [])
         for loop, loop_args in loops:
             self.threads.append(threading.Thread(target=loop, args=loop_args, daemon=True))
             self.threads[-1].start()
+
+    def chief_joined(self):
+        """Called by ChiefSessionCreator when this chief, restarted, joins the live θ; the
+        session's after_create_session follows."""
+        self.rejoined = True
 
     def stop(self):
         """Called when the training loop ends, normally or not: from now on nothing is fatal."""
@@ -335,6 +360,10 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
                 missed_since, noticed = None, set(gone_workers)
             if not gone_workers or (set(gone_workers) <= noticed and missed_since is None):
                 continue
+            if missed_since is not None:  # no update can complete meanwhile: nothing to read
+                if time.monotonic() - missed_since > self.args.timeout / 2:
+                    return self.fail(message, tell_the_ps=True)  # (even if the ps is gone too)
+                continue
             try:
                 global_step = self.session.run(self.global_step)
             except (tf.errors.OpError, RuntimeError):  # (RuntimeError: a session closed while
@@ -356,19 +385,16 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
                          self.args.replicas_to_aggregate), flush=True)
                 noticed = set(gone_workers)
                 continue
-            if missed_since is None:
-                # From here on this hook decides when the wait ends, so the Watchdog's own
-                # deadline (no progress for --timeout) starts now, after this hook's. The
-                # message names the peers that started the wait: others that give up waiting
-                # meanwhile are not the cause.
-                missed_since = time.monotonic()
-                self.watchdog.progress()
-                message = "%s is gone before the end of training (global step %d of %d): %s" % (
-                    lost, global_step, self.args.train_steps, why)
-                print("[%s] %s; waiting up to %g s (half of --timeout) for it to be started "
-                      "again" % (self.who, message, self.args.timeout / 2), flush=True)
-            elif time.monotonic() - missed_since > self.args.timeout / 2:
-                return self.fail(message, tell_the_ps=True)
+            # From here on this hook decides when the wait ends, so the Watchdog's own deadline
+            # (no progress for --timeout) starts now, after this hook's. The message names the
+            # peers that started the wait: others that give up waiting meanwhile are not the
+            # cause, nor is a ps that goes away meanwhile.
+            missed_since = time.monotonic()
+            self.watchdog.progress()
+            message = "%s is gone before the end of training (global step %d of %d): %s" % (
+                lost, global_step, self.args.train_steps, why)
+            print("[%s] %s; waiting up to %g s (half of --timeout) for it to be started again"
+                  % (self.who, message, self.args.timeout / 2), flush=True)
 
     def fail(self, message, tell_the_ps=False):
         """End this worker now: its training loop is blocked in a step that cannot complete."""
@@ -376,7 +402,7 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
             return
         print("[%s] error: %s" % (self.who, message), file=sys.stderr, flush=True)
         sys.stdout.flush()
-        if tell_the_ps:
+        if tell_the_ps and not unreachable(self.args.cluster, "ps"):
             try:
                 tell_parameter_servers(self.args, self.server, b"done")
             except tf.errors.OpError:
@@ -1003,7 +1029,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
     training loop ends, normally or not. At the end the ps hears "done". Without a ps, every
     worker initializes its own variables (the chief: or restores them), a failed session is
-    not re-created (its peers' collective ops would not wait for a new one)."""
+    not re-created (its peers' collective ops would not wait for a new one). Hooks with a
+    chief_joined() method are told when a restarted chief joins the live θ."""
     hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
     config = config or session_config(args)
     if is_chief(args):
@@ -1018,7 +1045,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
             or None)
     elif is_chief(args):
         session = tf.train.MonitoredSession(
-            session_creator=ChiefSessionCreator(args, server, scaffold, config), hooks=hooks)
+            session_creator=ChiefSessionCreator(args, server, scaffold, config, hooks),
+            hooks=hooks)
     else:
         session = tf.train.MonitoredSession(
             session_creator=AfterTheChiefSessionCreator(args, server, scaffold, config),
@@ -1068,17 +1096,20 @@ def finish_among_workers(args, server, watchdog):
 
 class ChiefSessionCreator(tf.train.SessionCreator):
     """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
-    chief was restarted while the others trained on), it joins like any worker. Only where θ is
-    not on the ps (a new cluster, a restarted ps) does it restore --log_dir's newest intact
-    checkpoint, or initialize θ."""
+    chief was restarted while the others trained on), it joins like any worker, and tells the
+    hooks that have a chief_joined() method. Only where θ is not on the ps (a new cluster, a
+    restarted ps) does it restore --log_dir's newest intact checkpoint, or initialize θ."""
 
-    def __init__(self, args, server, scaffold, config):
+    def __init__(self, args, server, scaffold, config, hooks=()):
         self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
+        self.hooks = hooks
 
     def create_session(self):
         tell_parameter_servers(self.args, self.server, b"started")  # (see AfterTheChief...)
         self.scaffold.finalize()
         if theta_on_the_ps(self.args, self.server, self.scaffold.ready_for_local_init_op):
+            for hook in self.hooks:
+                getattr(hook, "chief_joined", lambda: None)()
             return tf.train.WorkerSessionCreator(self.scaffold, self.server.target,
                                                  self.config).create_session()
         return tf.train.ChiefSessionCreator(

@@ -220,6 +220,9 @@ def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
     # joined the live θ after its own restart, and restored the newest checkpoint after the ps's.
     assert results[0]["first_global_step"] >= min(steps_at_kill.values()) - 100
     assert "θ is live on the ps" in output(cluster, "worker0"), output(cluster)
+    if family(script) == "synchronous":  # the workers its old self may have left waiting
+        assert re.search(r"\[worker0\] one token for each other worker, for global step "
+                         r"[1-9]\d*, put in the queue", output(cluster, "worker0"))
     if "ps0" in victims:
         assert re.search(r"resuming from \S+-[1-9]\d*\b", output(cluster, "worker0")), \
             output(cluster)

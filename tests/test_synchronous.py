@@ -10,6 +10,7 @@ after each global step.
 import os
 import re
 import signal
+import threading
 
 import numpy as np
 import pytest
@@ -307,6 +308,129 @@ def test_a_dead_chief_ends_everyone_even_with_backup_workers():
         assert "it was the chief" in output(cluster, name)
     assert "worker0 (%s) stopped without finishing" % cluster.worker_hosts[0] in output(
         cluster, "ps0")
+
+
+def test_a_dead_chief_is_named_even_when_the_ps_goes_away_while_the_others_wait():
+    """worker1 sees the chief gone while the ps answers, and waits for it (half of --timeout);
+    the ps is killed meanwhile. worker1 still names the chief, the cause, not the ps."""
+    cluster = LocalCluster(example(SSGD), workers=2, echo=False, args=[
+        "--log_every", "50", "--train_steps", "1000000", "--timeout", "20"])
+    try:
+        cluster.start()
+        assert cluster.wait_for_line("worker0", r"step 100 ", 120), output(cluster)
+        cluster.kill("worker0")
+        assert cluster.wait_for_line("worker1", r"waiting up to 10 s", 60), output(cluster)
+        cluster.kill("ps0")
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert cluster.returncodes()["worker1"] == 138, output(cluster)
+    assert re.search(r"\[worker1\] error: worker0 \(%s\) is gone before the end of training.*it "
+                     r"was the chief" % cluster.worker_hosts[0], output(cluster, "worker1"))
+    assert "lost the parameter server" not in output(cluster, "worker1")
+
+
+# ---------------------------------------------------------------------------------------------
+# A chief killed inside an aggregation, restarted: the workers it left waiting go on.
+# ---------------------------------------------------------------------------------------------
+SERVERS = []  # tf.train.Server cannot be stopped in TensorFlow 1.x; they live until pytest ends
+
+
+class InProcessWorker:
+    """One worker of an SSGD cluster whose servers run in this process: its graph, session and
+    SynchronousTrainingHook, whose failures are recorded (not os._exit) and whose watch over
+    the peers is off (no peer dies here)."""
+
+    def __init__(self, module, args, server):
+        tf, self.tf, self.args = module.tf, module.tf, args
+        self.graph, self.server = tf.Graph(), server
+        with self.graph.as_default():
+            self.built = module.build_graph(self.args)
+            self.hook = module.SynchronousTrainingHook(self.args, server, self.built, None)
+            self.initialize_theta = tf.global_variables_initializer()
+            self.initialize_locals = tf.local_variables_initializer()
+            # What a chief's aggregation does before it was killed: take the round's gradients
+            # (its own, here zeros of step 0, and the others').
+            workers, taken = len(self.args.cluster["worker"]), []
+            for accumulator, device in self.built["optimizer"]._accumulator_list:
+                with tf.device(device):
+                    sent = accumulator.apply_grad(tf.zeros(accumulator._shape), local_step=0)
+                    with tf.control_dependencies([sent]):
+                        taken.append(accumulator.take_grad(workers))
+            self.take_the_round = taken
+        self.failures = []
+        self.hook.fail = lambda message, tell_the_ps=False: self.failures.append(message)
+        self.hook.watch_peers = lambda: None
+        self.config = module.session_config(self.args)
+        self.session = self.new_session()
+
+    def new_session(self):
+        return self.tf.Session(self.server.target, graph=self.graph, config=self.config)
+
+    def steps_in_a_thread(self, until):
+        """Synchronous steps until a token holds global step `until`; the tokens taken go to
+        self.tokens, an error to self.error."""
+        self.tokens, self.error = [], None
+
+        def steps():
+            try:
+                while not self.tokens or self.tokens[-1] < until:
+                    self.tokens.append(self.session.run(self.built["train_op"]))
+            except Exception as error:  # (the test reports it)
+                self.error = error
+        self.thread = threading.Thread(target=steps, daemon=True)
+        self.thread.start()
+
+
+def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_making():
+    """The state a chief killed inside its aggregation can leave (its step on the ps cancelled
+    after take_grad, before the tokens; a CI run once hit it): worker1 and worker2 have sent
+    their gradients of step 0 and wait for tokens, the accumulators have been emptied, and no
+    token will come. The chief, restarted, joins the live θ: it must put a token in the queue
+    for each of the two, and then updates complete again, up to --train_steps."""
+    module = load_example(SSGD)
+    tf, hosts = module.tf, ["localhost:%d" % port for port in free_ports(4)]
+    argv = ["--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:]), "--train_steps", "5",
+            "--timeout", "30"]
+    flags = [module.parse_flags(["--job_name", "worker", "--task_index", str(index)] + argv)
+             for index in range(3)]  # (before the servers: it checks that the port is free)
+    spec = tf.train.ClusterSpec(flags[0].cluster)
+    SERVERS.append(tf.train.Server(spec, job_name="ps", task_index=0))
+    SERVERS.extend(tf.train.Server(spec, job_name="worker", task_index=index)
+                   for index in range(3))
+    chief, *others = [InProcessWorker(module, flags[index], SERVERS[index - 3])
+                      for index in range(3)]
+    # The old chief starts the run; the others start their steps of global step 0.
+    chief.session.run(chief.initialize_theta)
+    for worker in [chief] + others:
+        worker.session.run(worker.initialize_locals)
+        worker.session.run(worker.hook.init_op)
+    for worker in others:
+        worker.steps_in_a_thread(until=5)
+    # Its aggregation takes the three gradients, and it dies: no update, no tokens.
+    chief.session.run(chief.take_the_round, options=tf.RunOptions(timeout_in_ms=60000))
+    chief.session.close()
+    # Restarted, it joins the live θ (ChiefSessionCreator tells the hook), and trains.
+    chief.session = chief.new_session()
+    assert chief.session.run(chief.built["global_step"]) == 0
+    assert all(worker.thread.is_alive() and not worker.tokens for worker in others)
+    chief.session.run(chief.initialize_locals)
+    chief.hook.chief_joined()
+    chief.hook.after_create_session(chief.session, None)
+    chief.steps_in_a_thread(until=5)
+    for worker in [chief] + others:
+        worker.thread.join(60)
+    chief.hook.stop()
+    for thread in chief.hook.threads:
+        thread.join(60)
+    assert not any(worker.thread.is_alive() for worker in [chief] + others), \
+        "still waiting for a token: %s" % [worker.tokens for worker in [chief] + others]
+    assert [worker.error for worker in [chief] + others] == [None] * 3
+    assert chief.failures == [] and not any(t.is_alive() for t in chief.hook.threads)
+    assert [worker.tokens[0] for worker in others] == [0, 0], "the chief's release tokens"
+    assert chief.session.run(chief.built["global_step"]) == 5
+    assert all(worker.tokens[-1] == 5 for worker in [chief] + others)
 
 
 # ---------------------------------------------------------------------------------------------
