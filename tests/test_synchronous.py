@@ -383,6 +383,7 @@ class InProcessWorker:
         self.thread.start()
 
 
+@pytest.mark.tf2
 def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_making():
     """The state a chief killed inside its aggregation can leave (its step on the ps cancelled
     after take_grad, before the tokens; a CI run once hit it): worker1 and worker2 have sent
