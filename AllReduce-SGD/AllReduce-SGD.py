@@ -116,7 +116,8 @@ def learning_rate(args, global_step):
     target = base * averaged if args.scale_learning_rate else base
     if not args.warmup_steps:
         return tf.constant(target)
-    progress = tf.minimum(tf.cast(global_step, tf.float32) / args.warmup_steps, 1.0)
+    step = tf.cast(global_step.read_value(), tf.float32)  # (read where η is computed)
+    progress = tf.minimum(step / args.warmup_steps, 1.0)
     return base + (target - base) * progress
 
 

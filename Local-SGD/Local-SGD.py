@@ -138,7 +138,7 @@ def build_graph(args):
             graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
                                    start=pull, until=lambda token: token >= args.train_steps)
         graph["pull"] = pull()  # (and PullWhenTheSessionIsCreated's, below)
-    return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
+    return dict(graph, params=params, global_step=global_step, test_accuracy=test_accuracy,
                 local_params=local_params, optimizer=optimizer,
                 shard_classes=sorted(set(shard_labels.tolist())), weight=weight)
 
@@ -237,6 +237,35 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     return tf.assign(optimizer._local_step, token)
 
 
+def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
+    """The chief's half of synchronous steps (see synchronous_step), one after the other in a
+    tf.while_loop on the ps: each takes the mean of N gradients from every accumulator, applies
+    it to params with the wrapped optimizer (global_step += 1; η, if a function, is computed
+    then) and puts M tokens holding the new global step in the queue, as SyncReplicasOptimizer's
+    own op does once per session.run. The loop ends after the update that reaches last_step, or
+    the first to end `seconds` after it started; it returns the global step after its last
+    update. So the chief's thread and the ps do not exchange a request and a reply for every
+    update (TF 1.15's attribute names, as in synchronous_step)."""
+    def aggregate(_):
+        taken = []
+        for accumulator, device in optimizer._accumulator_list:
+            with tf.device(device):
+                taken.append(accumulator.take_grad(optimizer._replicas_to_aggregate))
+        update = optimizer._opt.apply_gradients(zip(taken, params), global_step)
+        with tf.control_dependencies([update]):
+            after = global_step.read_value()
+        tokens = optimizer._sync_token_queue.enqueue_many(
+            tf.fill([optimizer._tokens_per_step], after))
+        with tf.control_dependencies([tokens]):
+            return tf.identity(after)
+
+    with tf.device(global_step.device):
+        started = tf.timestamp()
+        return tf.while_loop(
+            lambda step: tf.logical_and(step < last_step, tf.timestamp() - started < seconds),
+            aggregate, [global_step.read_value()], parallel_iterations=1, back_prop=False)
+
+
 # Ending synchronous training: nobody waits for a token that will never come.
 #
 # SyncReplicasOptimizer's own hook runs the chief's aggregation as a QueueRunner that never ends
@@ -288,10 +317,10 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         # every worker starts its own step tag at global_step.
         self.init_op = optimizer.chief_init_op if self.is_chief else optimizer.local_step_init_op
         optimizer.ready_for_local_init_op.mark_used()  # MonitoredTrainingSession checks that
-        # One aggregation: the mean of N gradients per variable, applied to θ by the wrapped
-        # optimizer, global_step += 1, M tokens in the queue. It returns the new global step.
-        with tf.control_dependencies(optimizer.get_chief_queue_runner().enqueue_ops):
-            self.aggregate = self.global_step.read_value()
+        # The chief's aggregations, as many as a quarter of --timeout allows, in one session.run
+        # (each run must end within --timeout). It returns the global step after the last.
+        self.aggregate = aggregations_on_the_ps(optimizer, graph["params"], self.global_step,
+                                                args.train_steps, args.timeout / 4)
         with tf.device(self.global_step.device):  # a restarted chief's tokens (see above)
             self.release = optimizer._sync_token_queue.enqueue_many(tf.fill(
                 [len(args.cluster["worker"]) - 1], self.global_step.read_value()))

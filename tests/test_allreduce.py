@@ -106,10 +106,13 @@ def test_the_learning_rate_follows_the_linear_scaling_rule_and_its_warm_up(
                  "2/3": 0.1 + 2 * (target - 0.1) / 3}.get(value, value) for value in schedule]
     tf = module.tf
     with tf.Graph().as_default():
-        step = tf.placeholder(tf.int64, [])
-        rate = module.learning_rate(args, step)
+        global_step = tf.Variable(0, dtype=tf.int64)
+        rate = module.learning_rate(args, global_step)
+        got = []
         with tf.Session() as sess:
-            got = [sess.run(rate, {step: value}) for value in range(5)]
+            for value in range(5):  # η, read after each update of the global step
+                sess.run(global_step.assign(value))
+                got.append(sess.run(rate))
     np.testing.assert_allclose(got, schedule, rtol=1e-6)
 
 
