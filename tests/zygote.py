@@ -36,9 +36,13 @@ def serve(channel):
     """Fork a child per request until the test process goes away; returns in each child (its
     request), never in the zygote."""
     children = {}  # pid -> the write end of its status pipe
+    # poll, not select: the channel keeps the number it has in the test process, which may be
+    # above 1023 (a test process that has run servers in-process holds many descriptors), and
+    # select() cannot watch those: the zygote died at its first request.
+    requests = select.poll()
+    requests.register(channel, select.POLLIN)
     while True:
-        readable, _, _ = select.select([channel], [], [], 0.05)
-        if readable:
+        if requests.poll(50):
             message, fds = receive(channel)
             if message is None:
                 os._exit(0)  # the test process closed the channel
