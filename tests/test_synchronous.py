@@ -201,21 +201,24 @@ def tokens_taken(results, updates, synchronous_steps):
 @pytest.mark.parametrize("script, delay", [(SSGD, 0.4), (SAGN, 0.1)])
 def test_four_workers_with_a_backup_worker_do_not_wait_for_a_straggler(script, delay, tmp_path):
     """M = 4, N = 3, worker3 sleeping after each local step (0.4 s a synchronous step, for
-    SAGN's T = 4 local steps too). The updates go on at the pace of the three others: the
+    SAGN's T = 4 local steps too), the others 40 times less (so that the run lasts seconds: the
+    chief's first checkpoint must not take the time of a whole run, as it did once when 60
+    updates went by in under a second). The updates go on at the pace of the three others: the
     straggler makes far fewer synchronous steps than there are updates (had the ps waited for
-    all M, it would have made exactly one per update, in at least 24 s). Every token is taken,
-    every process exits 0, and the chief's last checkpoint is at --train_steps (60: no multiple
+    all M, it would have made exactly one per update, in at least 60 s). Every token is taken,
+    every process exits 0, and the chief's last checkpoint is at --train_steps (150: no multiple
     of --checkpoint_every)."""
-    steps, log_dir = 60, str(tmp_path / "logs")
+    steps, log_dir = 150, str(tmp_path / "logs")
     cluster = run_cluster(script, workers=4, args=[
         "--train_steps", str(steps), "--replicas_to_aggregate", "3", "--log_dir", log_dir],
-        task_args={"worker3": ["--step_delay", str(delay)]})
+        task_args=dict({"worker%d" % i: ["--step_delay", str(delay / 40)] for i in range(3)},
+                       worker3=["--step_delay", str(delay)]))
     results = worker_results(cluster)
     assert all(r["global_step"] == steps for r in results), results
     window = 4 if script == SAGN else 1
     assert [r["local_steps"] % window for r in results] == [0] * 4, "T local steps per round"
     synchronous_steps = [r["local_steps"] // window for r in results]
-    assert synchronous_steps[3] < steps / 2, synchronous_steps
+    assert synchronous_steps[3] < steps / 4, synchronous_steps
     assert min(synchronous_steps[:3]) > synchronous_steps[3], synchronous_steps
     tokens_taken(results, steps, synchronous_steps)
     assert ps_says_all_done(cluster, 4)
