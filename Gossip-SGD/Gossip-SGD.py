@@ -1282,13 +1282,25 @@ def beside_its_input(op):
 def apply_on_the_ps(optimizer, gradients, params):
     """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
     gradients packed on this worker into one message per ps task."""
-    updates = []
+    arrived, updates = sent_to_the_ps(gradients, params), []
+    for device, indices in by_ps_task(params):
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients([(arrived[i], params[i]) for i in indices]))
+    return tf.group(*updates)
+
+
+def sent_to_the_ps(tensors, params):
+    """tensors, one shaped like each variable of params, as the ps tasks that hold those
+    variables receive them: packed on this worker into one message per ps task (as θ comes in
+    read_from_the_ps) and cut back into tensors there."""
+    arrived = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
-        message = pack([gradients[i] for i in indices])
+        message = pack([tensors[i] for i in indices])
         with tf.device(device):
-            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
-    return tf.group(*updates)
+            for i, value in zip(indices, unpack(message, on_ps)):
+                arrived[i] = value
+    return arrived
 
 
 def take_the_hard_descriptor_limit():

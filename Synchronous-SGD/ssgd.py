@@ -174,9 +174,10 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
     only needs their shapes), and each iteration builds the worker's half from the
     accumulators, the queue and the step variable that it made (TF 1.15's attribute names)."""
+    gradients, variables = zip(*grads_and_vars)  # (the gradients reach the ps in one message)
+    grads_and_vars = list(zip(sent_to_the_ps(gradients, variables), variables))
     if not in_a_loop:
         return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
-    grads_and_vars = list(grads_and_vars)
     with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
         optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
                                   global_step=global_step)
@@ -1504,13 +1505,25 @@ def beside_its_input(op):
 def apply_on_the_ps(optimizer, gradients, params):
     """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
     gradients packed on this worker into one message per ps task."""
-    updates = []
+    arrived, updates = sent_to_the_ps(gradients, params), []
+    for device, indices in by_ps_task(params):
+        with tf.device(device):
+            updates.append(optimizer.apply_gradients([(arrived[i], params[i]) for i in indices]))
+    return tf.group(*updates)
+
+
+def sent_to_the_ps(tensors, params):
+    """tensors, one shaped like each variable of params, as the ps tasks that hold those
+    variables receive them: packed on this worker into one message per ps task (as θ comes in
+    read_from_the_ps) and cut back into tensors there."""
+    arrived = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
-        message = pack([gradients[i] for i in indices])
+        message = pack([tensors[i] for i in indices])
         with tf.device(device):
-            updates.append(optimizer.apply_gradients(zip(unpack(message, on_ps), on_ps)))
-    return tf.group(*updates)
+            for i, value in zip(indices, unpack(message, on_ps)):
+                arrived[i] = value
+    return arrived
 
 
 def take_the_hard_descriptor_limit():
