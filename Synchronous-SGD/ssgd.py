@@ -87,7 +87,8 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()
         batches = worker_iterator(train_images, train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
-        optimizer = tf.train.SyncReplicasOptimizer(  # (η a function: computed at each update)
+        # η is a function: the chief's aggregation, a loop on the ps, computes it at each update.
+        optimizer = tf.train.SyncReplicasOptimizer(
             tf.train.GradientDescentOptimizer(lambda: learning_rate(args, global_step)),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
 
