@@ -10,14 +10,17 @@ after each global step.
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     last_checkpoint_step, load_example, output, results_in, run_cluster,
-                     run_script, start_the_chief_last, worker_results)
+                     last_checkpoint_step, listening, load_example, output, results_in,
+                     run_cluster, run_script, start_the_chief_last, worker_results)
 
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
@@ -435,6 +438,72 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     assert [worker.tokens[0] for worker in others] == [0, 0], "the chief's release tokens"
     assert chief.session.run(chief.built["global_step"]) == 5
     assert all(worker.tokens[-1] == 5 for worker in [chief] + others)
+
+
+# A "chief" process whose loop on the ps takes one gradient per iteration from an accumulator
+# there (as the chief's aggregation loop does), or, with role "ps", the ps.
+TAKER = """
+import sys
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+role, ps, worker = sys.argv[1:4]
+cluster = tf.train.ClusterSpec({"ps": [ps], "worker": [worker]})
+if role == "ps":
+    tf.train.Server(cluster, job_name="ps", task_index=0).join()
+server = tf.train.Server(cluster, job_name="worker", task_index=0)
+with tf.device("/job:ps/task:0"):
+    accumulator = tf.ConditionalAccumulator(tf.float32, shape=[], shared_name="accumulator")
+    loop = tf.while_loop(lambda taken: taken < 10 ** 6, lambda taken: taken + tf.cast(
+        accumulator.take_grad(1) * 0 + 1, tf.int32), [0])
+with tf.Session(server.target, config=tf.ConfigProto(
+        device_filters=["/job:ps", "/job:worker/task:0"])) as session:
+    session.run(loop)
+"""
+
+
+@pytest.mark.tf2
+def test_a_killed_chief_s_loop_on_the_ps_is_cancelled_with_it():
+    """What a restarted chief relies on (the aggregation loop of its old self must not take the
+    gradients meant for its own): while the chief process lives, its loop on the ps takes every
+    gradient sent to the accumulator; once the process is killed, the ps cancels its step (gRPC
+    tells the ps that the caller is gone), and the next gradient stays for whoever takes it."""
+    tf = load_example(SSGD).tf
+    ps, worker = ("localhost:%d" % port for port in free_ports(2))
+    tasks = {role: subprocess.Popen([sys.executable, "-c", TAKER, role, ps, worker],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True) for role in ("ps", "chief")}
+    try:
+        assert wait_until(lambda: listening(ps), 60), "the ps did not start"
+        with tf.Graph().as_default():
+            with tf.device("/job:ps/task:0"):
+                accumulator = tf.ConditionalAccumulator(tf.float32, shape=[],
+                                                        shared_name="accumulator")
+                send = accumulator.apply_grad(7.0, local_step=2 ** 40)  # never stale
+                waiting, take = accumulator.num_accumulated(), accumulator.take_grad(1)
+            with tf.Session("grpc://" + ps, config=tf.ConfigProto(
+                    device_filters=["/job:ps"], operation_timeout_in_ms=30000)) as session:
+                for _ in range(2):  # the chief's loop takes them: it is running
+                    session.run(send)
+                    assert wait_until(lambda: session.run(waiting) == 0, 60), "not taken"
+                os.killpg(tasks["chief"].pid, signal.SIGKILL)
+                tasks["chief"].wait(60)
+                session.run(send)
+                assert session.run(take) == 7.0  # (a live loop of the dead chief would take it)
+    finally:
+        for task in tasks.values():
+            if task.poll() is None:
+                os.killpg(task.pid, signal.SIGKILL)
+                task.wait(60)
+
+
+def wait_until(condition, seconds):
+    """Polls: the ps sends no event when a taker takes a gradient."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
