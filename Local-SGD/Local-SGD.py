@@ -301,7 +301,8 @@ def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
 # accumulators without putting its M tokens in the queue (its step on the ps was cancelled in
 # between): the workers that sent them would wait for a token forever, and its restarted self,
 # short of their gradients, for them. So a restarted chief that joins the live θ puts one token
-# for each other worker (M - 1), holding the current global step, in the queue. A worker that
+# for each other worker (M - 1), holding the current global step, in the queue, with its first
+# step (when its session is made, the others would race ahead while it starts). A worker that
 # waited takes one and sends a gradient again; one that did not wait takes one too, for one more
 # step at the same θ (counted in the next update as a backup worker's is, or stale and
 # dropped). Nobody waits forever, and then every update again puts M tokens for M steps.
@@ -323,8 +324,11 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         self.aggregate = aggregations_on_the_ps(optimizer, graph["params"], self.global_step,
                                                 args.train_steps, args.timeout / 4)
         with tf.device(self.global_step.device):  # a restarted chief's tokens (see above)
-            self.release = optimizer._sync_token_queue.enqueue_many(tf.fill(
-                [len(args.cluster["worker"]) - 1], self.global_step.read_value()))
+            now = self.global_step.read_value()
+            put = optimizer._sync_token_queue.enqueue_many(
+                tf.fill([len(args.cluster["worker"]) - 1], now))
+            with tf.control_dependencies([put]):
+                self.release = tf.identity(now)
         self.rejoined = False
         self.stopped = threading.Event()
         self.session, self.threads = None, []
@@ -333,13 +337,6 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         """Each (re-)created session: its start-up op, one aggregation loop on the chief; the
         watch over the peers is started once and follows the newest session."""
         session.run(self.init_op)
-        if self.rejoined:
-            self.rejoined = False
-            global_step = session.run(self.global_step)
-            session.run(self.release)
-            print("[%s] one token for each other worker, for global step %d, put in the "
-                  "queue: a worker that waited for the update the chief's old self was making "
-                  "goes on" % (self.who, global_step), flush=True)
         self.session = session
         loops = ([] if self.threads else [(self.watch_peers, ())]) + (
             [(self.aggregate_until_the_last_step, (session,))] if self.is_chief else [])
@@ -351,6 +348,19 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         """Called by ChiefSessionCreator when this chief, restarted, joins the live θ; the
         session's after_create_session follows."""
         self.rejoined = True
+
+    def before_run(self, run_context):
+        """A chief that rejoined releases the workers with its first step, not when its session
+        is made: they would race ahead meanwhile, taking its tokens too (a CI run saw worker1
+        make 445 updates alone while the chief wrote its first checkpoint)."""
+        return tf.train.SessionRunArgs(self.release) if self.rejoined else None
+
+    def after_run(self, run_context, run_values):
+        if self.rejoined:
+            self.rejoined = False
+            print("[%s] one token for each other worker, for global step %d, put in the "
+                  "queue: a worker that waited for the update the chief's old self was making "
+                  "goes on" % (self.who, run_values.results), flush=True)
 
     def stop(self):
         """Called when the training loop ends, normally or not: from now on nothing is fatal."""

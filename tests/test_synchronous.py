@@ -394,8 +394,9 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     """The state a chief killed inside its aggregation can leave (its step on the ps cancelled
     after take_grad, before the tokens; a CI run once hit it): worker1 and worker2 have sent
     their gradients of step 0 and wait for tokens, the accumulators have been emptied, and no
-    token will come. The chief, restarted, joins the live θ: it must put a token in the queue
-    for each of the two, and then updates complete again, up to --train_steps."""
+    token will come. The chief, restarted, joins the live θ: with its first step it must put a
+    token in the queue for each of the two, and then updates complete again, up to
+    --train_steps."""
     module = load_example(SSGD)
     tf, hosts = module.tf, ["localhost:%d" % port for port in free_ports(4)]
     argv = ["--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:]), "--train_steps", "5",
@@ -425,6 +426,9 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     chief.session.run(chief.initialize_locals)
     chief.hook.chief_joined()
     chief.hook.after_create_session(chief.session, None)
+    assert all(worker.thread.is_alive() and not worker.tokens for worker in others)
+    first_step = chief.hook.before_run(None)  # what MonitoredSession adds to the first step
+    assert chief.session.run(first_step.fetches) == 0  # the tokens' global step
     chief.steps_in_a_thread(until=5)
     for worker in [chief] + others:
         worker.thread.join(60)
