@@ -276,12 +276,8 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         # (each run must end within --timeout). It returns the global step after the last.
         self.aggregate = aggregations_on_the_ps(optimizer, graph["params"], self.global_step,
                                                 args.train_steps, args.timeout / 4)
-        with tf.device(self.global_step.device):  # a restarted chief's tokens (see above)
-            now = self.global_step.read_value()
-            put = optimizer._sync_token_queue.enqueue_many(
-                tf.fill([len(args.cluster["worker"]) - 1], now))
-            with tf.control_dependencies([put]):
-                self.release = tf.identity(now)
+        # A restarted chief's tokens (see above), each holding the global step.
+        self.release = optimizer.get_init_tokens_op(len(args.cluster["worker"]) - 1)
         self.rejoined = False
         self.stopped = threading.Event()
         self.session, self.threads = None, []
@@ -306,14 +302,15 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         """A chief that rejoined releases the workers with its first step, not when its session
         is made: they would race ahead meanwhile, taking its tokens too (a CI run saw worker1
         make 445 updates alone while the chief wrote its first checkpoint)."""
-        return tf.train.SessionRunArgs(self.release) if self.rejoined else None
+        return tf.train.SessionRunArgs([self.release, self.global_step]) if self.rejoined \
+            else None
 
     def after_run(self, run_context, run_values):
         if self.rejoined:
             self.rejoined = False
             print("[%s] one token for each other worker, for global step %d, put in the "
                   "queue: a worker that waited for the update the chief's old self was making "
-                  "goes on" % (self.who, run_values.results), flush=True)
+                  "goes on" % (self.who, run_values.results[1]), flush=True)
 
     def stop(self):
         """Called when the training loop ends, normally or not: from now on nothing is fatal."""

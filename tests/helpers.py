@@ -85,11 +85,20 @@ def start_the_chief_last(cluster):
     wait for the chief's θ and all start training together, so that on a busy machine no worker
     misses a short run because the others finished it before it had imported TensorFlow."""
     cluster.start([task.name for task in cluster.tasks if task.name != "worker0"])
-    deadline = time.monotonic() + RUN_TIMEOUT
-    while not all(map(listening, cluster.worker_hosts[1:])):
-        assert time.monotonic() < deadline and not cluster.failed(), output(cluster)
-        time.sleep(0.05)  # a port that opens sends no event: poll it
+    assert wait_until(lambda: cluster.failed() or all(map(listening, cluster.worker_hosts[1:])),
+                      RUN_TIMEOUT) and not cluster.failed(), output(cluster)
     cluster.start(["worker0"])
+
+
+def wait_until(condition, seconds):
+    """Whether condition() became true within `seconds`, checked every 0.05 s: for what sends
+    no event (a port that opens, a gradient taken on a ps)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, chief_last=False,

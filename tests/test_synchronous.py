@@ -13,14 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 
 from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
                      last_checkpoint_step, listening, load_example, output, results_in,
-                     run_cluster, run_script, start_the_chief_last, worker_results)
+                     run_cluster, run_script, start_the_chief_last, wait_until,
+                     worker_results)
 
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
@@ -428,7 +428,7 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     chief.hook.after_create_session(chief.session, None)
     assert all(worker.thread.is_alive() and not worker.tokens for worker in others)
     first_step = chief.hook.before_run(None)  # what MonitoredSession adds to the first step
-    assert chief.session.run(first_step.fetches) == 0  # the tokens' global step
+    assert chief.session.run(first_step.fetches)[1] == 0  # the tokens' global step
     chief.steps_in_a_thread(until=5)
     for worker in [chief] + others:
         worker.thread.join(60)
@@ -498,16 +498,6 @@ def test_a_killed_chief_s_loop_on_the_ps_is_cancelled_with_it():
             if task.poll() is None:
                 os.killpg(task.pid, signal.SIGKILL)
                 task.wait(60)
-
-
-def wait_until(condition, seconds):
-    """Polls: the ps sends no event when a taker takes a gradient."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # ---------------------------------------------------------------------------------------------
