@@ -80,10 +80,18 @@ def listening(host):
         return False
 
 
+# The chief's flags in a test that needs every worker to train: once θ is ready, a waiting
+# worker still makes its session before its first step, and on CI's loaded 2 cores that took
+# longer than the chief's 1000 unhindered steps (~2 s: a run saw worker1 make none). At 10 ms a
+# step the chief alone would need 10 s; a worker that waited for a 30 s poll would still miss it.
+UNHURRIED_CHIEF = ["--step_delay", "0.01"]
+
+
 def start_the_chief_last(cluster):
     """Start the ps and the other workers, and the chief once their servers listen: they then
     wait for the chief's θ and all start training together, so that on a busy machine no worker
-    misses a short run because the others finished it before it had imported TensorFlow."""
+    misses a short run because the others finished it before it had imported TensorFlow (give
+    the chief UNHURRIED_CHIEF too where every worker must train)."""
     cluster.start([task.name for task in cluster.tasks if task.name != "worker0"])
     assert wait_until(lambda: cluster.failed() or all(map(listening, cluster.worker_hosts[1:])),
                       RUN_TIMEOUT) and not cluster.failed(), output(cluster)

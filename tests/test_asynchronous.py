@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, results_in, run_script, start_the_chief_last, worker_results)
+                     output, results_in, run_script, start_the_chief_last, worker_results,
+                     UNHURRIED_CHIEF)
 
 HOGWILD = "Hogwild/Hogwild.py"
 DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
@@ -27,9 +28,10 @@ ADAGRAD_INITIAL_ACCUMULATOR = 0.1  # tf.train.AdagradOptimizer's default
 def run_non_chiefs_first(script, workers=2, args=(), task_args=None, timeout=120):
     """Run to the end with every non-chief worker started before the chief, so that each must
     wait for the chief's θ: one that polled every 30 s, as TensorFlow's own non-chiefs do, would
-    miss the run. task_args: {"worker1": [flags]}. Asserts that every process exited 0."""
+    miss the run. The chief is UNHURRIED_CHIEF. task_args: {"worker1": [flags]}. Asserts that
+    every process exited 0."""
     cluster = LocalCluster(example(script), workers=workers, args=args, echo=False,
-                           task_args=task_args)
+                           task_args=dict({"worker0": UNHURRIED_CHIEF}, **(task_args or {})))
     try:
         start_the_chief_last(cluster)
         assert cluster.wait(timeout), "not finished in %d s, or a task failed: %s\n%s" % (
@@ -86,11 +88,10 @@ def test_four_workers_with_run_sh():
 # Nobody waits for anybody: a straggler does not slow the others, a dead worker stops no one.
 # ---------------------------------------------------------------------------------------------
 def test_hogwild_a_slow_worker_does_not_slow_the_other():
-    cluster = run_non_chiefs_first(HOGWILD, args=["--train_steps", "2000"],
-                                   task_args={"worker1": ["--step_delay", "0.1"]})
+    cluster = run_non_chiefs_first(HOGWILD, task_args={"worker1": ["--step_delay", "0.1"]})
     fast, slow = worker_results(cluster)
-    # worker1 sleeps 0.1 s after each step, so it makes at most 10 steps a second; had worker0
-    # waited for it, both would have made about as many steps.
+    # worker1 sleeps 0.1 s after each step, so it makes at most 10 steps a second, worker0 (10 ms
+    # a step) up to 100; had worker0 waited for it, both would have made about as many steps.
     assert slow["local_steps"] > 0, slow
     assert fast["local_steps"] >= 3 * slow["local_steps"], (fast, slow)
     assert max(fast["global_step"], slow["global_step"]) == (fast["local_steps"]

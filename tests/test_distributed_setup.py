@@ -10,7 +10,8 @@ import time
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports,
-                     last_checkpoint_step, load_example, output, run_cluster, worker_results)
+                     last_checkpoint_step, load_example, output, run_cluster, worker_results,
+                     UNHURRIED_CHIEF)
 
 SCRIPTS = ["Distributed-Setup/dist_setup.py", "Distributed-Setup/dist_setup_sup.py"]
 
@@ -30,7 +31,8 @@ def test_one_worker_reaches_accuracy_and_every_task_exits_0(script):
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_global_step_counts_every_workers_updates(script):
-    cluster = run_cluster(script, workers=3, args=["--train_steps", "600"], chief_last=True)
+    cluster = run_cluster(script, workers=3, args=["--train_steps", "600"], chief_last=True,
+                          task_args={"worker0": UNHURRIED_CHIEF})
     results = worker_results(cluster)
     assert all(r["local_steps"] > 0 for r in results), "every worker trained"
     # Every local step applied one update on the ps; the last worker to finish saw them all.
