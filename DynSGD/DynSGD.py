@@ -642,6 +642,16 @@ def why_stuck(args, reached=None, server=None):
             "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
 
 
+def error_line(error):
+    """The line of a TensorFlow error that says what went wrong: its first, except in TF 2.x,
+    which opens with "Graph execution error:" and the failing node's stack, then "Node: '…'"."""
+    lines = [line.strip() for line in error.message.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Graph execution error"):
+        after_node = [i + 1 for i, line in enumerate(lines) if line.startswith("Node: ")]
+        lines = lines[after_node[-1] if after_node else 1:]
+    return lines[0] if lines else type(error).__name__
+
+
 def answers(args, server, ps_index, seconds=3.0):
     """Whether a ps task answers a small request within a few seconds. It is asked from a
     thread of its own: in TF 1.x, a session whose ps is frozen can block even as it closes."""
@@ -1346,13 +1356,14 @@ def main(argv=None):
         finish_among_workers(args, server, watchdog)
         return code
     except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
-        print("[%s] error: a ps was restarted under this worker's session, which cannot be "
-              "re-created here; start this worker again (%s)"
-              % (who, error.message.splitlines()[0]), file=sys.stderr)
+        lost = ("a ps was restarted" if args.cluster["ps"]
+                else "a peer worker was restarted or ended")
+        print("[%s] error: %s under this worker's session, which cannot be re-created here; "
+              "start this worker again (%s)" % (who, lost, error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
-                                       error.message.splitlines()[0]), file=sys.stderr)
+                                       error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     finally:
         watchdog.stop()

@@ -342,7 +342,7 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
             return  # the ps was lost: the re-created session starts a new aggregation
         except tf.errors.OpError as error:
             self.fail("the aggregation stopped: %s (%s)"
-                      % (why_stuck(self.args), error.message.splitlines()[0]))
+                      % (why_stuck(self.args), error_line(error)))
 
     def watch_peers(self):
         cluster, workers = self.args.cluster, len(self.args.cluster["worker"])
@@ -873,6 +873,16 @@ def why_stuck(args, reached=None, server=None):
                 "collective op or an exchange with a peer) is frozen or cut off")
     return ("every task accepts connections and the ps answers, so a worker that this one "
             "waits for is frozen or cut off: the ps's log names the one it no longer hears from")
+
+
+def error_line(error):
+    """The line of a TensorFlow error that says what went wrong: its first, except in TF 2.x,
+    which opens with "Graph execution error:" and the failing node's stack, then "Node: '…'"."""
+    lines = [line.strip() for line in error.message.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Graph execution error"):
+        after_node = [i + 1 for i, line in enumerate(lines) if line.startswith("Node: ")]
+        lines = lines[after_node[-1] if after_node else 1:]
+    return lines[0] if lines else type(error).__name__
 
 
 def answers(args, server, ps_index, seconds=3.0):
@@ -1579,13 +1589,14 @@ def main(argv=None):
         finish_among_workers(args, server, watchdog)
         return code
     except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
-        print("[%s] error: a ps was restarted under this worker's session, which cannot be "
-              "re-created here; start this worker again (%s)"
-              % (who, error.message.splitlines()[0]), file=sys.stderr)
+        lost = ("a ps was restarted" if args.cluster["ps"]
+                else "a peer worker was restarted or ended")
+        print("[%s] error: %s under this worker's session, which cannot be re-created here; "
+              "start this worker again (%s)" % (who, lost, error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
-                                       error.message.splitlines()[0]), file=sys.stderr)
+                                       error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     finally:
         watchdog.stop()

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from helpers import (RUN_TIMEOUT, LocalCluster, assert_no_process_left, example,
-                     last_checkpoint_step, output, run_script, worker_results)
+from helpers import (RUN_TIMEOUT, LocalCluster, assert_no_process_left, example, free_ports,
+                     last_checkpoint_step, load_example, output, run_script, worker_results)
 
 RETRYABLE = 138
 TIMEOUT = "10"  # --timeout of every run here
@@ -303,3 +303,46 @@ def test_the_watchdog_counts_waiting_not_computing_or_a_crowded_cpu(how):
     assert wall >= 4.0
     if how == "starved":  # it really was: the thread ran for less than half the time
         assert cpu < wall / 2, text
+
+
+@pytest.mark.tf2
+def test_an_error_is_told_by_the_line_that_says_what_went_wrong():
+    """TF 2.x opens a session's error with "Graph execution error:" and the failing node's
+    stack; what a task prints is the line after them, as TF 1.15's first line."""
+    module = load_example("Hogwild/Hogwild.py")
+    tf = module.tf
+    with tf.Graph().as_default():
+        queue = tf.FIFOQueue(1, tf.int32, [[]])
+        with tf.Session() as sess:
+            sess.run(queue.close())
+            with pytest.raises(tf.errors.OutOfRangeError) as raised:
+                sess.run(queue.dequeue() + 1)
+    assert module.error_line(raised.value).endswith(
+        "is closed and has insufficient elements (requested 1, current size 0)"), raised.value
+
+
+@pytest.mark.parametrize("script, lost", [("Hogwild/Hogwild.py", "a ps was restarted"),
+                                          ("Gossip-SGD/Gossip-SGD.py",
+                                           "a peer worker was restarted or ended")])
+def test_an_aborted_session_names_a_ps_only_where_there_is_one(script, lost, monkeypatch,
+                                                                 capsys):
+    """A session that TensorFlow aborts (a remote task lost its state) ends the worker with the
+    retryable code, blaming a ps where the cluster has one and a peer worker where it has none
+    (a CI run's Gossip worker once blamed "a ps")."""
+    module = load_example(script)
+
+    def aborted(*_):
+        raise module.tf.errors.AbortedError(None, None, "Graph execution error:\n\nDetected at "
+                                            "node 'x'\nNode: 'x'\nStep 7 was aborted")
+    monkeypatch.setattr(module, "train", aborted)
+    hosts = ["localhost:%d" % port for port in free_ports(3)]
+    flags = ["--job_name", "worker", "--task_index", "1", "--timeout", TIMEOUT,
+             "--worker_hosts", ",".join(hosts[1:])]
+    if module.uses_parameter_servers():  # a real ps, which hears the worker's "started"
+        flags += ["--ps_hosts", hosts[0]]
+        spec = module.tf.train.ClusterSpec(module.parse_flags(flags).cluster)
+        module.tf.train.Server(spec, job_name="ps", task_index=0)
+    assert module.main(flags) == RETRYABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "[worker1] error: %s under this worker's session, which cannot be re-created here; "
+        "start this worker again (Step 7 was aborted)" % lost)
