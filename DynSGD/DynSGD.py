@@ -1246,30 +1246,41 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     on the ps, beside global_step (see beside_its_input), and an iteration costs one round trip
     (θ to the worker, its gradient back, with the loop's go-on alongside) instead of two (the
     new global step to the worker before its next iteration could start, then the go-ahead for
-    the next read back to the ps). With until, the worker needs each step's global step to
-    decide whether to go on, so that loop variable stays on the worker."""
+    the next read back to the ps). With until, which needs each step's global step to decide
+    whether to go on, the loop's go-on is decided on the ps too, and the worker receives it with
+    θ."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
     global_step = tf.train.get_global_step()
-    on = global_step.device if until is None and global_step is not None else None
+    on = global_step.device if global_step is not None else None
+    control = on if until is not None else None  # where the iteration count and go-on are
+
+    def on_the(device):  # (suppress(): no device scope)
+        return tf.device(device) if device else contextlib.suppress()
 
     def body(index, _, *arrays):
         ops = step(index)
         step_done = [ops["train_op"]] + [ops[name] for name, _ in names]
         with tf.control_dependencies(step_done):
             arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
-        following = index + 1
+        with on_the(control):
+            following = index + 1
         if on:
             with tf.device(on):  # (it is there already where the step's global step is)
                 return (following, tf.identity(ops["train_op"])) + arrays
         with tf.control_dependencies(step_done):
             return (following, tf.identity(ops["train_op"])) + arrays
 
-    with tf.device(on) if on else contextlib.suppress():  # (suppress(): no device scope)
+    def go_on(index, global_step, *_):
+        with on_the(control):
+            return another_iteration(index, steps, global_step, until)
+
+    with on_the(on):
         first = tf.constant(0, tf.int64)
+    with on_the(control):
+        counted = tf.constant(0)
     with tf.device(beside_its_input):
         ran, global_step, *arrays = tf.while_loop(
-            lambda index, global_step, *_: another_iteration(index, steps, global_step, until),
-            body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
+            go_on, body, [counted, first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
@@ -1286,11 +1297,11 @@ def another_iteration(index, iterations, global_step, until):
 
 def beside_its_input(op):
     """A device function for the ops that tf.while_loop makes for each loop variable (Enter,
-    Merge, Switch, NextIteration, Exit and the Identity the body receives): on the device of
-    the variable's value, where the loop's caller left them unplaced. Every other op keeps the
-    device its own scope gives it."""
+    Merge, Switch, NextIteration, Exit and the Identity the body receives) and for its
+    predicate (LoopCond): on the device of their input, where the loop's caller left them
+    unplaced. Every other op keeps the device its own scope gives it."""
     loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
-            "RefSwitch", "RefNextIteration", "RefExit")
+            "RefSwitch", "RefNextIteration", "RefExit", "LoopCond")
     if op.device or not op.inputs:
         return op.device
     if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",

@@ -165,7 +165,10 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
     apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
     only needs their shapes), and each iteration builds the worker's half from the
-    accumulators, the queue and the step variable that it made (TF 1.15's attribute names)."""
+    accumulators and the queue that it made (TF 1.15's attribute names). There the worker's
+    step tag is a variable on the ps, beside the queue, not the optimizer's own on the worker:
+    so the token stays on the ps, where the loop decides whether to go on, and the worker waits
+    for θ alone, not for the token first (see steps_in_a_loop)."""
     gradients, variables = zip(*grads_and_vars)  # (the gradients reach the ps in one message)
     grads_and_vars = list(zip(sent_to_the_ps(gradients, variables), variables))
     if not in_a_loop:
@@ -173,13 +176,16 @@ def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
     with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
         optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
                                   global_step=global_step)
+        worker = tf.DeviceSpec.from_string(optimizer._local_step.device).task
+        with tf.device(global_step.device):  # set at each session's start, like the optimizer's
+            tag = tf.Variable(global_step.read_value(), trainable=False, name="sync_rep_tag_"
+                              "worker%d" % worker, collections=[tf.GraphKeys.LOCAL_VARIABLES])
     sent = []
     for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
         with tf.device(device):  # read the tag in the loop: it changes at every iteration
-            sent.append(accumulator.apply_grad(gradient, optimizer._local_step.read_value()))
+            sent.append(accumulator.apply_grad(gradient, tag.read_value()))
     with tf.control_dependencies(sent), tf.device(global_step.device):
-        token = optimizer._sync_token_queue.dequeue()
-    return tf.assign(optimizer._local_step, token)
+        return tf.assign(tag, optimizer._sync_token_queue.dequeue())
 
 
 def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
@@ -1458,30 +1464,41 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     on the ps, beside global_step (see beside_its_input), and an iteration costs one round trip
     (θ to the worker, its gradient back, with the loop's go-on alongside) instead of two (the
     new global step to the worker before its next iteration could start, then the go-ahead for
-    the next read back to the ps). With until, the worker needs each step's global step to
-    decide whether to go on, so that loop variable stays on the worker."""
+    the next read back to the ps). With until, which needs each step's global step to decide
+    whether to go on, the loop's go-on is decided on the ps too, and the worker receives it with
+    θ."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
     global_step = tf.train.get_global_step()
-    on = global_step.device if until is None and global_step is not None else None
+    on = global_step.device if global_step is not None else None
+    control = on if until is not None else None  # where the iteration count and go-on are
+
+    def on_the(device):  # (suppress(): no device scope)
+        return tf.device(device) if device else contextlib.suppress()
 
     def body(index, _, *arrays):
         ops = step(index)
         step_done = [ops["train_op"]] + [ops[name] for name, _ in names]
         with tf.control_dependencies(step_done):
             arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
-        following = index + 1
+        with on_the(control):
+            following = index + 1
         if on:
             with tf.device(on):  # (it is there already where the step's global step is)
                 return (following, tf.identity(ops["train_op"])) + arrays
         with tf.control_dependencies(step_done):
             return (following, tf.identity(ops["train_op"])) + arrays
 
-    with tf.device(on) if on else contextlib.suppress():  # (suppress(): no device scope)
+    def go_on(index, global_step, *_):
+        with on_the(control):
+            return another_iteration(index, steps, global_step, until)
+
+    with on_the(on):
         first = tf.constant(0, tf.int64)
+    with on_the(control):
+        counted = tf.constant(0)
     with tf.device(beside_its_input):
         ran, global_step, *arrays = tf.while_loop(
-            lambda index, global_step, *_: another_iteration(index, steps, global_step, until),
-            body, [tf.constant(0), first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
+            go_on, body, [counted, first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
@@ -1498,11 +1515,11 @@ def another_iteration(index, iterations, global_step, until):
 
 def beside_its_input(op):
     """A device function for the ops that tf.while_loop makes for each loop variable (Enter,
-    Merge, Switch, NextIteration, Exit and the Identity the body receives): on the device of
-    the variable's value, where the loop's caller left them unplaced. Every other op keeps the
-    device its own scope gives it."""
+    Merge, Switch, NextIteration, Exit and the Identity the body receives) and for its
+    predicate (LoopCond): on the device of their input, where the loop's caller left them
+    unplaced. Every other op keeps the device its own scope gives it."""
     loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
-            "RefSwitch", "RefNextIteration", "RefExit")
+            "RefSwitch", "RefNextIteration", "RefExit", "LoopCond")
     if op.device or not op.inputs:
         return op.device
     if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",

@@ -198,6 +198,32 @@ def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
     assert enters and {op.get_attr("parallel_iterations") for op in enters} == {1}
 
 
+@pytest.mark.parametrize("script", SYNCHRONOUS)
+def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
+    """K = 10, N = M = 1, with the chief's aggregation running. The token stays on the ps, in
+    the worker's step tag there, and the loop decides on the ps whether to go on (the token's
+    global step against --train_steps): per iteration the worker sends its gradient alone and
+    the ps sends θ, the go-on and the iteration's index. Were the go-on decided on the worker,
+    the token would come to the worker and the go-on go back before the ps could read θ for
+    the next step: two round trips per step (as before this test)."""
+    args, [worker] = start(script, 1, 10, ["--train_steps", "100"])
+    with worker.graph.as_default():
+        hook = worker.module.SynchronousTrainingHook(
+            argparse.Namespace(**dict(vars(args), task_index=0)), None, worker.built,
+            FakeWatchdog())
+    hook.after_create_session(worker.session, None)
+    try:
+        sent = crossings_in_the_loop(worker, worker.built["train_op"])
+    finally:
+        hook.stop()
+    worker_to_ps, ps_to_worker = (("/job:worker/task:0", "/job:ps/task:0"),
+                                  ("/job:ps/task:0", "/job:worker/task:0"))
+    assert set(sent) == {worker_to_ps, ps_to_worker}, sent
+    assert len(sent[worker_to_ps]) == 1 and "LoopCond" not in sent[worker_to_ps][0], sent
+    assert len(sent[ps_to_worker]) == 3, sent
+    assert any(name.endswith("while/LoopCond") for name in sent[ps_to_worker]), sent
+
+
 @pytest.mark.parametrize("script", [AEASGD, EAMSGD])
 def test_in_the_loop_the_elastic_exchange_still_runs_under_the_one_lock_on_the_ps(script):
     """The K = 100 graph (25 windows of τ = 4): the exchange inside the while_loop takes the
@@ -347,11 +373,15 @@ def one_synchronous_run(worker, window, options):
 def test_k_synchronous_steps_in_one_run_are_k_single_steps_and_none_after_the_last(script):
     """K = 10 for 2 runs against K = 1 for 15 runs, --train_steps 15, with the chief's
     aggregation running: θ, the global step, the worker's step tag and every loss agree bit for
-    bit. The second run stops after 5 steps, at the token of the last update: a sixth would send
-    a gradient that no update takes and wait for a token that never comes (the bounded run
-    fails)."""
+    bit. (The loop's tag is a variable on the ps; the optimizer's own, on the worker, is K = 1's
+    and stays unused.) The second run stops after 5 steps, at the token of the last update: a
+    sixth would send a gradient that no update takes and wait for a token that never comes (the
+    bounded run fails)."""
     [looped], [looped_losses], [looped_tokens] = synchronous_train(script, 10, 2, 15)
     [single], [single_losses], [single_tokens] = synchronous_train(script, 1, 15, 15)
+    assert looped.pop("sync_rep_tag_worker0") == single["sync_rep_local_step"] == 15
+    assert looped.pop("sync_rep_local_step") == 0  # (the global step when the session began)
+    single.pop("sync_rep_local_step")
     assert_identical([looped], [single])
     assert looped_losses == single_losses and len(looped_losses) == 15
     assert looped_tokens == [10, 15] and single_tokens == list(range(1, 16))
