@@ -767,8 +767,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     if is_chief(args):
         hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
         if args.log_dir:
-            hooks += [tf.train.CheckpointSaverHook(args.log_dir, scaffold=scaffold,
-                                                   save_steps=args.checkpoint_every)]
+            hooks += [SaveAtTheEndHook(args.log_dir, scaffold=scaffold,
+                                       save_steps=args.checkpoint_every)]
     if not args.cluster["ps"]:
         session = tf.train.SingularMonitoredSession(
             hooks=hooks, scaffold=scaffold, master=server.target, config=config,
@@ -791,6 +791,17 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
                 getattr(hook, "stop", lambda: None)()
         loop.finish()
     tell_parameter_servers(args, server, b"done")
+
+
+class SaveAtTheEndHook(tf.train.CheckpointSaverHook):
+    """A checkpoint every --checkpoint_every global steps, and one when the session ends, always:
+    TensorFlow's hook skips that one where the global step is where it saved last, but without
+    a ps the global step is the chief's own counter, and its peers may step on after it stopped
+    (a resumed AD-PSGD run found worker1 at step 9 of 40)."""
+
+    def end(self, session):
+        self._timer.reset()  # (the step of the last save is forgotten: end() saves)
+        super().end(session)
 
 
 def finish_among_workers(args, server, watchdog):

@@ -282,10 +282,14 @@ def test_three_workers_average_with_the_neighbours_their_schedules_draw():
 
 def test_a_run_resumed_from_log_dir_restores_every_replica(tmp_path):
     """The chief checkpoints every replica (θⱼ and its step counter): a second run with more
-    --train_steps starts every worker at the step where the first ended."""
+    --train_steps starts every worker at the step where the first ended. In the first run
+    worker1 is slow (0.05 s a step): the chief saves at its own step 40 while worker1 still
+    steps, so only a save at the end, after every replica is final, has worker1 at 40 (a
+    CheckpointSaverHook skips it, its global step, the chief's own counter, being unmoved)."""
     log_dir = str(tmp_path / "logs")
     args = ["--log_dir", log_dir, "--checkpoint_every", "20"]
-    run_cluster(ADPSGD, workers=2, args=["--train_steps", "40"] + args)
+    run_cluster(ADPSGD, workers=2, args=["--train_steps", "40"] + args,
+                task_args={"worker1": ["--step_delay", "0.05"]})
     cluster = run_cluster(ADPSGD, workers=2, args=["--train_steps", "60"] + args)
     results = worker_results(cluster)
     assert [(r["first_global_step"], r["global_step"]) for r in results] == [(40, 60)] * 2
