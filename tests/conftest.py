@@ -41,6 +41,21 @@ def pytest_configure(config):
             lambda command, env, cwd: zygote.spawn(command, env, cwd, fallback=start_process))
 
 
+# pytest-xdist hands out groups first (Slurm's, the comparison's, the notebooks'), then the
+# other tests in the order collected, to whichever process is nearly idle. Those that took 40 s
+# or more in CI runs (--durations) are collected first, so that the run does not end with one
+# process still busy with a minute-long test that it was handed last while the others idle.
+LONGEST = ("test_reliability.py::test_each_role_killed_and_restarted_in_turn",
+           "test_multi_host.py", "test_launcher.py", "test_adpsgd.py::test_every_step_averages",
+           "test_adpsgd.py::test_concurrent_averagings", "test_lifecycle.py::test_a_restarted_chief",
+           "test_lifecycle.py::test_a_task_out_of_descriptors",
+           "test_synchronous.py::test_with_a_backup_worker_the_others_finish")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))  # (stable)
+
+
 def pytest_sessionfinish(session):
     """Under pytest-xdist (setup.sh runs the suite with -n) each worker process hands its cells
     of the fault matrix to the controlling process, which prints the table."""
