@@ -207,11 +207,7 @@ def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
     the token would come to the worker and the go-on go back before the ps could read θ for
     the next step: two round trips per step (as before this test)."""
     args, [worker] = start(script, 1, 10, ["--train_steps", "100"])
-    with worker.graph.as_default():
-        hook = worker.module.SynchronousTrainingHook(
-            argparse.Namespace(**dict(vars(args), task_index=0)), None, worker.built,
-            FakeWatchdog())
-    hook.after_create_session(worker.session, None)
+    hook = synchronous_hook(args, 0, worker)
     try:
         sent = crossings_in_the_loop(worker, worker.built["train_op"])
     finally:
@@ -329,13 +325,7 @@ def synchronous_train(script, steps_per_run, runs, train_steps, extra=(), worker
     args, started = start(script, workers, steps_per_run,
                           ["--train_steps", str(train_steps)] + list(extra))
     module = started[0].module
-    hooks = []
-    for index, worker in enumerate(started):
-        with worker.graph.as_default():
-            hooks.append(module.SynchronousTrainingHook(
-                argparse.Namespace(**dict(vars(args), task_index=index)), None, worker.built,
-                FakeWatchdog()))
-        hooks[-1].after_create_session(worker.session, None)
+    hooks = [synchronous_hook(args, index, worker) for index, worker in enumerate(started)]
     options = module.tf.RunOptions(timeout_in_ms=RUN_BOUND_MS)
     window = args.window if script in ROUNDS else 1
 
@@ -352,6 +342,17 @@ def synchronous_train(script, steps_per_run, runs, train_steps, extra=(), worker
             hook.end(worker.session)
     assert not any(thread.is_alive() for hook in hooks for thread in hook.threads), "ended"
     return [state(worker) for worker in started], list(losses), list(tokens)
+
+
+def synchronous_hook(args, index, worker):
+    """The script's SynchronousTrainingHook for worker<index>, started on its session: on the
+    chief (index 0) it runs the aggregation in a thread, as in the real script."""
+    with worker.graph.as_default():
+        hook = worker.module.SynchronousTrainingHook(
+            argparse.Namespace(**dict(vars(args), task_index=index)), None, worker.built,
+            FakeWatchdog())
+    hook.after_create_session(worker.session, None)
+    return hook
 
 
 def with_the_loops_tag_in_place(states):
