@@ -134,7 +134,7 @@ def test_concurrent_averagings_of_one_replica_never_interleave():
                                         options=tf.RunOptions(timeout_in_ms=30000))
                 records.append((worker, peer, g.astype(np.float64), list(places)))
         except tf.errors.OpError as error:
-            errors.append("worker%d: %s" % (worker, error.message.splitlines()[0]))
+            errors.append("worker%d: %s" % (worker, module.error_line(error)))
 
     threads = [threading.Thread(target=hammer, args=(worker,)) for worker in range(workers)]
     for thread in threads:

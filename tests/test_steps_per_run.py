@@ -205,13 +205,15 @@ def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
     global step against --train_steps): per iteration the worker sends its gradient alone and
     the ps sends θ, the go-on and the iteration's index. Were the go-on decided on the worker,
     the token would come to the worker and the go-on go back before the ps could read θ for
-    the next step: two round trips per step (as before this test)."""
-    args, [worker] = start(script, 1, 10, ["--train_steps", "100"])
+    the next step: two round trips per step (as before this test). --train_steps 10: the
+    run's 10 steps make the last update, so that the chief's aggregation ends with it."""
+    args, [worker] = start(script, 1, 10, ["--train_steps", "10"])
     hook = synchronous_hook(args, 0, worker)
     try:
         sent = crossings_in_the_loop(worker, worker.built["train_op"])
     finally:
-        hook.stop()
+        hook.end(worker.session)
+    assert not any(thread.is_alive() for thread in hook.threads), "ended"
     worker_to_ps, ps_to_worker = (("/job:worker/task:0", "/job:ps/task:0"),
                                   ("/job:ps/task:0", "/job:worker/task:0"))
     assert set(sent) == {worker_to_ps, ps_to_worker}, sent
