@@ -1186,7 +1186,9 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     new global step to the worker before its next iteration could start, then the go-ahead for
     the next read back to the ps). With until, which needs each step's global step to decide
     whether to go on, the loop's go-on is decided on the ps too, and the worker receives it with
-    θ."""
+    θ. Nothing else crosses: the worker counts its own writes of the losses, which wait for the
+    losses only, and each task's ops that take no input start on a go-ahead of its own
+    (local_go_ahead)."""
     names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
     global_step = tf.train.get_global_step()
     on = global_step.device if global_step is not None else None
@@ -1195,18 +1197,22 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     def on_the(device):  # (suppress(): no device scope)
         return tf.device(device) if device else contextlib.suppress()
 
-    def body(index, _, *arrays):
+    def body(index, step_so_far, written, *arrays):
+        made = len(tf.get_default_graph().get_operations())
+        anchors = [step_so_far, written] + [array.flow for array in arrays]
         ops = step(index)
-        step_done = [ops["train_op"]] + [ops[name] for name, _ in names]
-        with tf.control_dependencies(step_done):
-            arrays = tuple(array.write(index, ops[name]) for array, (name, _) in zip(arrays, names))
+        arrays = tuple(array.write(written, ops[name]) for array, (name, _) in zip(arrays, names))
         with on_the(control):
             following = index + 1
+        written += 1
         if on:
             with tf.device(on):  # (it is there already where the step's global step is)
-                return (following, tf.identity(ops["train_op"])) + arrays
-        with tf.control_dependencies(step_done):
-            return (following, tf.identity(ops["train_op"])) + arrays
+                after = (following, tf.identity(ops["train_op"]), written) + arrays
+        else:
+            with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
+                after = (following, tf.identity(ops["train_op"]), written) + arrays
+        local_go_ahead(tf.get_default_graph().get_operations()[made:], index, anchors)
+        return after
 
     def go_on(index, global_step, *_):
         with on_the(control):
@@ -1217,11 +1223,26 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     with on_the(control):
         counted = tf.constant(0)
     with tf.device(beside_its_input):
-        ran, global_step, *arrays = tf.while_loop(
-            go_on, body, [counted, first] + [tf.TensorArray(dtype, steps) for _, dtype in names],
+        ran, global_step, _, *arrays = tf.while_loop(
+            go_on, body, [counted, first, tf.constant(0)]
+            + [tf.TensorArray(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
+
+
+def local_go_ahead(ops, pivot, anchors):
+    """In a tf.while_loop's body, an op that takes nothing from the loop (a constant, or a
+    read of the input pipeline) runs in each iteration on a control edge from the loop's
+    pivot, the first loop variable. On another task than the pivot's, that edge is one more
+    message per iteration, sent for nothing: such an op (of ops, those the body made) takes
+    instead the go-ahead of a loop variable of anchors (tensors in the body) on its own
+    device, where there is one."""
+    local = {anchor.device: anchor.op for anchor in anchors if anchor.device != pivot.device}
+    for op in ops:
+        if op.control_inputs == [pivot.op] and op.device in local:
+            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it)
+            op._add_control_input(local[op.device])
 
 
 def another_iteration(index, iterations, global_step, until):

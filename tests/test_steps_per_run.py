@@ -171,22 +171,29 @@ def crossings_in_the_loop(worker, fetches):
     return sent
 
 
+def fetched_by_the_lessons_loop(worker):
+    """What the lesson's loop fetches in each session.run: the global step and the losses."""
+    return [worker.built["train_op"], worker.built["loss"]]
+
+
 @pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD])
 def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
-    """K = 10: the loop variable that carries the global step lives on the ps, so the worker
-    never waits for it. Per iteration the worker sends the ps its gradient, the loop's go-on
-    (the predicate that drives the ps's part of the loop) and the go-ahead of the ps's ops
-    that take no input (the loop's pivot); the ps sends θ, nothing else. With that loop
+    """K = 10, fetching what the lesson's loop fetches (the global step and the losses). The
+    loop variable that carries the global step lives on the ps, so the worker never waits for
+    it. Per iteration the worker sends the ps its gradient and the loop's go-on (the predicate
+    that drives the ps's part of the loop), and the ps sends θ: nothing else. With that loop
     variable on the worker, the new global step would travel to the worker too, and the
-    worker's next iteration would wait for it: a second round trip per step. Each task runs
-    its part of the loop one iteration at a time, so the ps reads θ only after the update
-    before: θ stays bit for bit (the test above)."""
+    worker's next iteration would wait for it: a second round trip per step. Were the losses
+    written after the update, or the ps's constants started by the worker's go-ahead, each
+    would be one more message per iteration. Each task runs its part of the loop one iteration
+    at a time, so the ps reads θ only after the update before: θ stays bit for bit (the test
+    above)."""
     _, [worker] = start(script, 1, 10)
-    sent = crossings_in_the_loop(worker, worker.built["train_op"])
+    sent = crossings_in_the_loop(worker, fetched_by_the_lessons_loop(worker))
     to_ps, to_worker = ("/job:worker/task:0", "/job:ps/task:0"), ("/job:ps/task:0",
                                                                  "/job:worker/task:0")
     assert set(sent) == {to_ps, to_worker}, sent
-    assert len(sent[to_ps]) == 3 and any("LoopCond" in name for name in sent[to_ps]), sent
+    assert len(sent[to_ps]) == 2 and any("LoopCond" in name for name in sent[to_ps]), sent
     assert len(sent[to_worker]) == 1, sent
     merges = [op for op in worker.graph.get_operations()
               if op.type in ("Merge", "RefMerge") and op.name.startswith("while/")
@@ -203,14 +210,16 @@ def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
     """K = 10, N = M = 1, with the chief's aggregation running. The token stays on the ps, in
     the worker's step tag there, and the loop decides on the ps whether to go on (the token's
     global step against --train_steps): per iteration the worker sends its gradient alone and
-    the ps sends θ, the go-on and the iteration's index. Were the go-on decided on the worker,
-    the token would come to the worker and the go-on go back before the ps could read θ for
-    the next step: two round trips per step (as before this test). --train_steps 10: the
+    the ps sends θ and the go-on. Were the go-on decided on the worker, the token would come
+    to the worker and the go-on go back before the ps could read θ for the next step: two
+    round trips per step. The worker counts its own writes of the losses, so the iteration's
+    index stays on the ps, and its reads of the input pipeline start on a go-ahead of its
+    own, not on the ps's. --train_steps 10: the
     run's 10 steps make the last update, so that the chief's aggregation ends with it."""
     args, [worker] = start(script, 1, 10, ["--train_steps", "10"])
     hook = synchronous_hook(args, 0, worker)
     try:
-        sent = crossings_in_the_loop(worker, worker.built["train_op"])
+        sent = crossings_in_the_loop(worker, fetched_by_the_lessons_loop(worker))
     finally:
         hook.end(worker.session)
     assert not any(thread.is_alive() for thread in hook.threads), "ended"
@@ -218,7 +227,7 @@ def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
                                   ("/job:ps/task:0", "/job:worker/task:0"))
     assert set(sent) == {worker_to_ps, ps_to_worker}, sent
     assert len(sent[worker_to_ps]) == 1 and "LoopCond" not in sent[worker_to_ps][0], sent
-    assert len(sent[ps_to_worker]) == 3, sent
+    assert len(sent[ps_to_worker]) == 2, sent
     assert any(name.endswith("while/LoopCond") for name in sent[ps_to_worker]), sent
 
 
