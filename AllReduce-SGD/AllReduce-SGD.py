@@ -1281,17 +1281,19 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
 
 
 def local_go_ahead(ops, pivot, anchors):
-    """In a tf.while_loop's body, an op that takes nothing from the loop (a constant, or a
-    read of the input pipeline) runs in each iteration on a control edge from the loop's
-    pivot, the first loop variable. On another task than the pivot's, that edge is one more
-    message per iteration, sent for nothing: such an op (of ops, those the body made) takes
-    instead the go-ahead of a loop variable of anchors (tensors in the body) on its own
-    device, where there is one."""
+    """In a tf.while_loop's body, an op that takes nothing from the loop (a constant, a read
+    of the input pipeline, a critical section's lock) runs in each iteration on a control edge
+    from the loop's pivot, the first loop variable: the iteration has begun. On another task
+    than the pivot's, that edge is one more message per iteration, sent for nothing: such an
+    op (of ops, those the body made) takes instead the go-ahead of a loop variable of anchors
+    (tensors in the body) on its own device, where there is one, which says the same."""
     local = {anchor.device: anchor.op for anchor in anchors if anchor.device != pivot.device}
     for op in ops:
-        if op.control_inputs == [pivot.op] and op.device in local:
-            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it)
-            op._add_control_input(local[op.device])
+        if pivot.op in op.control_inputs and op.device in local:
+            others = [control for control in op.control_inputs if control is not pivot.op]
+            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it, and the others)
+            for control in others + [local[op.device]]:
+                op._add_control_input(control)
 
 
 def another_iteration(index, iterations, global_step, until):

@@ -176,7 +176,7 @@ def fetched_by_the_lessons_loop(worker):
     return [worker.built["train_op"], worker.built["loss"]]
 
 
-@pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD])
+@pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD, STALENESS])
 def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
     """K = 10, fetching what the lesson's loop fetches (the global step and the losses). The
     loop variable that carries the global step lives on the ps, so the worker never waits for
