@@ -1237,8 +1237,8 @@ def repeat_windows(local_step, commit, window, steps, stacked=None, start=None, 
     ran, global_step, losses, *arrays = tf.while_loop(
         lambda index, global_step, *_: another_iteration(index, windows, global_step, until),
         one_window,
-        [tf.constant(0), tf.constant(0, tf.int64), tf.TensorArray(tf.float32, steps)]
-        + [tf.TensorArray(dtype, windows) for _, dtype in names],
+        [tf.constant(0), tf.constant(0, tf.int64), kept_here(tf.float32, steps)]
+        + [kept_here(dtype, windows) for _, dtype in names],
         parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 local_step_and_commit=global_step, loss=losses.gather(tf.range(ran * window)))
@@ -1306,7 +1306,7 @@ def steps_in_a_loop(step, steps, stacked=None, until=None):
     with tf.device(beside_its_input):
         ran, global_step, _, *arrays = tf.while_loop(
             go_on, body, [counted, first, tf.constant(0)]
-            + [tf.TensorArray(dtype, steps) for _, dtype in names],
+            + [kept_here(dtype, steps) for _, dtype in names],
             parallel_iterations=1, back_prop=False)
     return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
                 train_op=global_step)
@@ -1326,6 +1326,14 @@ def local_go_ahead(ops, pivot, anchors):
             op._remove_all_control_inputs()  # (the edge tf.while_loop gave it, and the others)
             for control in others + [local[op.device]]:
                 op._add_control_input(control)
+
+
+def kept_here(dtype, size):
+    """A TensorArray for a loop's outputs that stays on this worker, where the loop's caller
+    reads them, even for values made on the ps (a staleness, say). By default a TensorArray
+    goes where its first value is made, and its index and flow would then cross to the ps at
+    every write."""
+    return tf.TensorArray(dtype, size, colocate_with_first_write_call=False)
 
 
 def another_iteration(index, iterations, global_step, until):

@@ -51,6 +51,13 @@ SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_script
 REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS + ROUNDS]
 
 
+def fetched_by_the_lessons_loop(worker, name="train_op"):
+    """What the lesson's loop fetches in each session.run: the global step after it (built[name]),
+    the losses, and the staleness of its updates or commits where the example reports it."""
+    built = worker.built
+    return [built[name], built["loss"]] + ([built["staleness"]] if "staleness" in built else [])
+
+
 def one_run(worker, windowed, window, local_steps):
     """What the lesson's loop runs once: (the global step or None, the losses of its steps, the
     staleness of its updates or commits where the example reports it)."""
@@ -59,8 +66,7 @@ def one_run(worker, windowed, window, local_steps):
         loss, _ = worker.session.run([built["loss"], built["local_step"]])
         return None, np.ravel(loss), []
     name = "local_step_and_commit" if windowed else "train_op"
-    reported = [built["staleness"]] if "staleness" in built else []
-    global_step, loss, *staleness = worker.session.run([built[name], built["loss"]] + reported)
+    global_step, loss, *staleness = worker.session.run(fetched_by_the_lessons_loop(worker, name))
     return np.ravel(global_step)[-1], np.ravel(loss), [int(s) for s in np.ravel(staleness)]
 
 
@@ -171,17 +177,14 @@ def crossings_in_the_loop(worker, fetches):
     return sent
 
 
-def fetched_by_the_lessons_loop(worker):
-    """What the lesson's loop fetches in each session.run: the global step and the losses."""
-    return [worker.built["train_op"], worker.built["loss"]]
-
-
 @pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD, STALENESS])
 def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
-    """K = 10, fetching what the lesson's loop fetches (the global step and the losses). The
-    loop variable that carries the global step lives on the ps, so the worker never waits for
-    it. Per iteration the worker sends the ps its gradient and the loop's go-on (the predicate
-    that drives the ps's part of the loop), and the ps sends θ: nothing else. With that loop
+    """K = 10, fetching what the lesson's loop fetches (the global step, the losses and, in
+    Staleness-Aware-SGD, each step's staleness τ). The loop variable that carries the global
+    step lives on the ps, so the worker never waits for it. Per iteration the worker sends the
+    ps its gradient and the loop's go-on (the predicate that drives the ps's part of the loop),
+    and the ps sends θ, and τ where it is reported (made on the ps, kept in an array on the
+    worker): nothing else. With that loop
     variable on the worker, the new global step would travel to the worker too, and the
     worker's next iteration would wait for it: a second round trip per step. Were the losses
     written after the update, or the ps's constants started by the worker's go-ahead, each
@@ -194,7 +197,7 @@ def test_in_the_loop_a_step_is_one_round_trip_to_the_ps(script):
                                                                  "/job:worker/task:0")
     assert set(sent) == {to_ps, to_worker}, sent
     assert len(sent[to_ps]) == 2 and any("LoopCond" in name for name in sent[to_ps]), sent
-    assert len(sent[to_worker]) == 1, sent
+    assert len(sent[to_worker]) == 1 + ("staleness" in worker.built), sent
     merges = [op for op in worker.graph.get_operations()
               if op.type in ("Merge", "RefMerge") and op.name.startswith("while/")
               and op.outputs[0].dtype.base_dtype == worker.module.tf.int64]
@@ -214,8 +217,8 @@ def test_in_the_loop_a_synchronous_step_is_one_round_trip_to_the_ps(script):
     to the worker and the go-on go back before the ps could read θ for the next step: two
     round trips per step. The worker counts its own writes of the losses, so the iteration's
     index stays on the ps, and its reads of the input pipeline start on a go-ahead of its
-    own, not on the ps's. --train_steps 10: the
-    run's 10 steps make the last update, so that the chief's aggregation ends with it."""
+    own, not on the ps's. --train_steps 10: the run's 10 steps make the last update, so that
+    the chief's aggregation ends with it."""
     args, [worker] = start(script, 1, 10, ["--train_steps", "10"])
     hook = synchronous_hook(args, 0, worker)
     try:
