@@ -47,8 +47,10 @@ WINDOW = {AEASGD: ["--window", "5"], EAMSGD: ["--window", "5"], DYNSGD: ["--wind
 ROUNDS = [SAGN, LOCAL_SGD]  # both: each round pulls θ, makes T local steps, commits
 # Δᵢ to the accumulators and takes a token
 LOOPED = EVERY_STEP + WINDOWED
+COLLECTIVE = ["AllReduce-SGD/AllReduce-SGD.py"]  # no ps: its loop's test is in test_allreduce.py
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()]
-REFUSING = [script for script in SCRIPTS if script not in LOOPED + SYNCHRONOUS + ROUNDS]
+REFUSING = [script for script in SCRIPTS
+            if script not in LOOPED + SYNCHRONOUS + ROUNDS + COLLECTIVE]
 
 
 def fetched_by_the_lessons_loop(worker, name="train_op"):
