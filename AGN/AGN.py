@@ -105,13 +105,14 @@ def build_graph(args):
             with tf.control_dependencies([local_step]):
                 accumulated_update = [(copy.read_value() - pulled.read_value()) / args.window
                                       for copy, pulled in zip(local_params, pulled_params)]
-            # Commit: the ps adds Δᵢ to θ at once (no lock, no waiting for other workers), and
-            # the global step grows by the T minibatch steps that the window made.
+            # Commit: Δᵢ goes to the ps as one message, and the ps adds it to θ at once (no
+            # lock, no waiting for other workers); the global step grows by the T minibatch steps
+            # that the window made (its constant T made on the ps too: nothing else crosses).
             commit = []
-            for param, delta in zip(params, accumulated_update):
+            for param, delta in zip(params, sent_to_the_ps(accumulated_update, params)):
                 with tf.colocate_with(param):
                     commit.append(tf.assign_add(param, delta, use_locking=False))
-            with tf.control_dependencies(commit):
+            with tf.control_dependencies(commit), tf.device(global_step.device):
                 new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
             # Pull: the next window starts from the global θ.
             with tf.control_dependencies([new_global_step]):

@@ -111,9 +111,10 @@ def build_graph(args):
                 window_gradients = [total.read_value() for total in accumulated]
             # Push: the ps's Adagrad (its accumulators live with θ on the ps) applies Σg at once,
             # with no lock and no waiting for other workers, and the global step grows by the T
-            # minibatch steps that the window made.
+            # minibatch steps that the window made (its constant T made on the ps too: nothing
+            # else crosses).
             push = apply_on_the_ps(ps_optimizer, window_gradients, params)  # one message
-            with tf.control_dependencies([push]):
+            with tf.control_dependencies([push]), tf.device(global_step.device):
                 new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
             # Pull: the next window starts from the global θ, with an empty sum.
             with tf.control_dependencies([new_global_step]):

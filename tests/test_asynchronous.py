@@ -305,6 +305,34 @@ def test_commits_change_theta_on_the_ps_exactly_as_the_update_rule_says(script):
     assert chief.session.run(chief.built["global_step"]) == 3 * window
 
 
+@pytest.mark.parametrize("script", WINDOWED)
+def test_a_commit_sends_the_window_in_one_message_and_takes_theta_in_one(script):
+    """The commit's session.run (the window's last local step, the commit, the pull), counted in
+    the partition graphs TensorFlow ran: the worker sends the ps one message, Δᵢ or Σg packed;
+    the ps sends θ packed, the new global step the run returns, and the go-ahead of the pull's
+    ops on the worker. Unpacked, Δᵢ would be four messages; the constant T of the global step's
+    increment, made on the worker, one more each way."""
+    module, _, [worker] = in_process_cluster(script, 1, [])
+    worker.initialize(chief=True)
+    tf = module.tf
+    metadata = tf.RunMetadata()
+    worker.session.run(worker.built["local_step_and_commit"], run_metadata=metadata,
+                       options=tf.RunOptions(output_partition_graphs=True))
+    task = lambda device: device.split("/device:")[0].replace("/replica:0", "")
+    sent = {}
+    for partition in metadata.partition_graphs:
+        for node in partition.node:
+            if node.op == "_Send":
+                route = (task(node.attr["send_device"].s.decode()),
+                         task(node.attr["recv_device"].s.decode()))
+                sent.setdefault(route, []).append(node.attr["tensor_name"].s.decode())
+    to_ps = sent.pop(("/job:worker/task:0", "/job:ps/task:0"))
+    to_worker = sent.pop(("/job:ps/task:0", "/job:worker/task:0"))
+    assert len(to_ps) == 1 and "concat" in to_ps[0], to_ps
+    assert len(to_worker) == 3 and sum("concat" in name for name in to_worker) == 1, to_worker
+    assert set(sent) <= {("/job:worker/task:0", "/job:worker/task:0")}, sent  # the fetch
+
+
 @pytest.mark.tf2
 def test_hogwild_every_workers_step_lands_in_the_shared_theta():
     _, args, workers = in_process_cluster(HOGWILD, 2, [])
