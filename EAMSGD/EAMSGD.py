@@ -140,7 +140,8 @@ def elastic_exchange(args, local, centre, global_step, alpha):
     takes, read x̃, compute the elastic force E = α·(θᵢ − x̃) there, move x̃ ← x̃ + E and count
     the window's τ steps. No other exchange can change x̃ in between, so the force this worker
     receives is exactly the one x̃ got. θᵢ reaches the ps (one message) before the lock is
-    taken: the lock never waits for the network. Returns (E, the global step after it)."""
+    taken: the lock never waits for the network; E comes back as one message too. Returns (E,
+    the global step after it)."""
     message = pack(local)  # (packed here, on the worker)
     with tf.device("/job:ps/task:0"):
         arrived = unpack(tf.identity(message), centre)
@@ -153,13 +154,13 @@ def elastic_exchange(args, local, centre, global_step, alpha):
                 forces.append(force)
                 moves.append(x.assign_add(force))
         with tf.control_dependencies(moves):
-            return ([tf.identity(force) for force in forces],
-                    tf.raw_ops.DeepCopy(x=global_step.assign_add(args.window)))
+            return pack(forces), tf.raw_ops.DeepCopy(x=global_step.assign_add(args.window))
 
     with tf.device("/job:ps/task:0"), tf.control_dependencies(arrived):
         lock = tf.CriticalSection(shared_name="elastic_exchange_lock",
                                   name="elastic_exchange_lock")
-        return lock.execute(exchange_under_lock)
+        forces, global_step_after = lock.execute(exchange_under_lock)
+    return unpack(forces, centre), global_step_after  # (cut up here, on the worker)
 
 
 def train(args, server, watchdog):
