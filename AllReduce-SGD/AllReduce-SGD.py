@@ -83,7 +83,8 @@ def build_graph(args):
         global_step = tf.train.get_or_create_global_step()  # one counter per replica
         batches = worker_iterator(train_images, train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
-        optimizer = tf.train.GradientDescentOptimizer(learning_rate(args, global_step))
+        # η is a function: each step computes it from the step counter (--warmup_steps).
+        optimizer = tf.train.GradientDescentOptimizer(lambda: learning_rate(args, global_step))
 
         def step():
             images, labels = batches.get_next()

@@ -176,7 +176,7 @@ def test_a_killed_group_leader_ends_the_others_within_the_timeout_naming_it():
 SERVERS = []  # tf.train.Server cannot be stopped in TensorFlow 1.x; they live until pytest ends
 
 
-def train_in_process(steps_per_run, runs, workers=2, train_steps=20):
+def train_in_process(steps_per_run, runs, workers=2, train_steps=20, extra=()):
     """Both workers as servers in this process, each with its own graph and session; they
     broadcast θ₀, then make `runs` session.runs of the lesson's loop together (a collective op
     waits for its copies, so each worker runs in a thread of its own). Returns, per worker,
@@ -186,7 +186,7 @@ def train_in_process(steps_per_run, runs, workers=2, train_steps=20):
     hosts = ",".join("localhost:%d" % port for port in free_ports(workers))
     args = [module.parse_flags([
         "--job_name", "worker", "--task_index", str(index), "--worker_hosts", hosts,
-        "--train_steps", str(train_steps), "--steps_per_run", str(steps_per_run)])
+        "--train_steps", str(train_steps), "--steps_per_run", str(steps_per_run)] + list(extra))
         for index in range(workers)]
     spec = tf.train.ClusterSpec(args[0].cluster)
     SERVERS.extend(tf.train.Server(spec, job_name="worker", task_index=index,
@@ -217,11 +217,13 @@ def train_in_process(steps_per_run, runs, workers=2, train_steps=20):
 @pytest.mark.tf2
 def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit_and_end_at_train_steps():
     """Two workers: K = 7 (runs of 7, 7, then 6 steps: the loop ends at --train_steps 20 on
-    every worker, so each all-reduce inside it meets its copy) against K = 1 for 20 runs. Each
-    iteration's all-reduce is that step's own: θ, the step counters and every loss agree bit for
-    bit, and the replicas stay identical."""
-    looped = train_in_process(7, 3)
-    single = train_in_process(1, 20)
+    every worker, so each all-reduce inside it meets its copy) against K = 1 for 20 runs, with
+    the scaling rule's warm-up over all 20 steps, so that every step has an η of its own. Each
+    iteration's all-reduce is that step's own, and its η is computed from that step's counter:
+    θ, the step counters and every loss agree bit for bit, and the replicas stay identical."""
+    schedule = ["--scale_learning_rate", "--warmup_steps", "20"]
+    looped = train_in_process(7, 3, extra=schedule)
+    single = train_in_process(1, 20, extra=schedule)
     for (state, losses, steps), (expected, expected_losses, _) in zip(looped, single):
         assert steps == [7, 14, 20]
         assert sorted(state) == sorted(expected) and state["global_step"] == 20
