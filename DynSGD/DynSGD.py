@@ -125,10 +125,19 @@ def build_graph(args):
 
 def read_theta_and_counter(params, update_counter):
     """Copies of θ, packed into one vector (one message to the worker), and of the counter,
-    taken under the lock: θ is exactly the state after that many commits. (A plain read would
-    alias the variable's memory, and could be sent after the next commit has changed it.)"""
-    return (tf.raw_ops.DeepCopy(x=pack(params)),
-            tf.raw_ops.DeepCopy(x=update_counter.read_value()))
+    taken under the lock: θ is exactly the state after that many commits."""
+    return pack([copy_under_the_lock(theta) for theta in params]), copy_under_the_lock(
+        update_counter)
+
+
+def copy_under_the_lock(variable):
+    """A copy of the variable, made on its own ps task by an op of the critical section: on a
+    cluster with several ps tasks, it waits for the lock wherever the variable lives (a read
+    placed on the lock's task would take the value that the variable's task sent when its step
+    began, lock or not). A copy, because a plain read would alias the variable's memory, and
+    could be sent after the next commit has changed it."""
+    with tf.device(variable.device):
+        return tf.raw_ops.DeepCopy(x=variable.read_value())
 
 
 def commit_then_read(args, params, update_counter, global_step, accumulated_update,
@@ -137,7 +146,7 @@ def commit_then_read(args, params, update_counter, global_step, accumulated_upda
     other commit lands between reading the counter and incrementing it, and s is exactly the
     number of commits the ps applied since this worker's pull. Δ and counter_pulled reach the
     ps before the lock is taken; the lock never waits for the network."""
-    staleness = update_counter.read_value() - counter_pulled
+    staleness = copy_under_the_lock(update_counter) - counter_pulled
     scale = 1.0 / tf.cast(staleness + 1, tf.float32)
     applied = []
     for theta, delta in zip(params, accumulated_update):
@@ -146,7 +155,7 @@ def commit_then_read(args, params, update_counter, global_step, accumulated_upda
     with tf.control_dependencies(applied):
         counted = [update_counter.assign_add(1), global_step.assign_add(args.window)]
     with tf.control_dependencies(counted):
-        return (staleness, tf.raw_ops.DeepCopy(x=global_step.read_value()),
+        return (staleness, copy_under_the_lock(global_step),
                 read_theta_and_counter(params, update_counter))
 
 

@@ -99,10 +99,19 @@ def build_graph(args):
 
 def read_theta_and_step(params, global_step):
     """Copies of θ, packed, and of the global step k, taken under the lock: θ is exactly the
-    state after k updates. (A plain read would alias the variable's memory, and could be sent
-    after the next update has changed it.)"""
-    return (tf.raw_ops.DeepCopy(x=pack(params)),
-            tf.raw_ops.DeepCopy(x=global_step.read_value()))
+    state after k updates."""
+    return pack([copy_under_the_lock(theta) for theta in params]), copy_under_the_lock(
+        global_step)
+
+
+def copy_under_the_lock(variable):
+    """A copy of the variable, made on its own ps task by an op of the critical section: on a
+    cluster with several ps tasks, it waits for the lock wherever the variable lives (a read
+    placed on the lock's task would take the value that the variable's task sent when its step
+    began, lock or not). A copy, because a plain read would alias the variable's memory, and
+    could be sent after the next update has changed it."""
+    with tf.device(variable.device):
+        return tf.raw_ops.DeepCopy(x=variable.read_value())
 
 
 def apply_with_staleness(args, params, global_step, gradients, computed_at):
@@ -110,7 +119,7 @@ def apply_with_staleness(args, params, global_step, gradients, computed_at):
     τ is exactly the number of updates the ps applied since this gradient's θ was pulled.
     The gradient reaches the ps before the lock is taken; the lock never waits for the network.
     Returns (τ, the global step after this update)."""
-    staleness = global_step.read_value() - computed_at
+    staleness = copy_under_the_lock(global_step) - computed_at
     rate = args.learning_rate / tf.cast(tf.maximum(staleness, 1), tf.float32)
     applied = []
     for theta, gradient in zip(params, gradients):

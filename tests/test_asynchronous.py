@@ -101,9 +101,9 @@ def test_hogwild_a_slow_worker_does_not_slow_the_other():
 # ---------------------------------------------------------------------------------------------
 # Where things live: θ on the ps, θᵢ and the computation on the worker.
 # ---------------------------------------------------------------------------------------------
-def cluster_flags(workers):
-    hosts = ["localhost:%d" % port for port in free_ports(1 + workers)]
-    return ["--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:])]
+def cluster_flags(workers, ps=1):
+    hosts = ["localhost:%d" % port for port in free_ports(ps + workers)]
+    return ["--ps_hosts", ",".join(hosts[:ps]), "--worker_hosts", ",".join(hosts[ps:])]
 
 
 def worker_args(module, cluster, task_index, extra=()):
@@ -182,12 +182,13 @@ class InProcessWorker:
         return self.session.run(self.built["local_params"])
 
 
-def in_process_cluster(script, workers, extra):
-    """A ps and workers as servers in this process; returns (module, flags, [worker])."""
-    module, cluster = load_example(script), cluster_flags(workers)
+def in_process_cluster(script, workers, extra, ps=1):
+    """ps tasks and workers as servers in this process; returns (module, flags, [worker])."""
+    module, cluster = load_example(script), cluster_flags(workers, ps)
     args = [worker_args(module, cluster, index, extra) for index in range(workers)]
     spec = module.tf.train.ClusterSpec(args[0].cluster)
-    SERVERS.append(module.tf.train.Server(spec, job_name="ps", task_index=0))
+    SERVERS.extend(module.tf.train.Server(spec, job_name="ps", task_index=index)
+                   for index in range(ps))
     for index in range(workers):
         SERVERS.append(module.tf.train.Server(spec, job_name="worker", task_index=index,
                                               config=module.session_config(args[index])))

@@ -40,9 +40,9 @@ WRITES = ("Apply", "ResourceApply", "Assign", "Scatter")
 PS = "/job:ps/task:0"
 
 
-def cluster_flags(workers):
-    hosts = ["localhost:%d" % port for port in free_ports(1 + workers)]
-    return ["--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:])]
+def cluster_flags(workers, ps=1):
+    hosts = ["localhost:%d" % port for port in free_ports(ps + workers)]
+    return ["--ps_hosts", ",".join(hosts[:ps]), "--worker_hosts", ",".join(hosts[ps:])]
 
 
 def worker_flags(module, cluster, task_index, extra=()):
@@ -50,12 +50,13 @@ def worker_flags(module, cluster, task_index, extra=()):
                               + cluster + list(extra))
 
 
-def build(script, extra=(), gpu=False):
-    """Worker 1's graph (of two workers): (module, graph, built). gpu: as if one were visible."""
+def build(script, extra=(), gpu=False, ps=1):
+    """Worker 1's graph (of two workers and `ps` ps tasks): (module, graph, built). gpu: as if
+    one were visible."""
     module = load_example(script)
     if gpu:
         module.visible_gpus = lambda: [type("FakeGPU", (), {"name": "/physical_device:GPU:0"})]
-    args = worker_flags(module, cluster_flags(2), 1, extra)
+    args = worker_flags(module, cluster_flags(2, ps), 1, extra)
     graph = module.tf.Graph()
     with graph.as_default():
         built = module.build_graph(args)
@@ -176,19 +177,30 @@ def ancestors(op):
 
 
 @pytest.mark.tf2
-@pytest.mark.parametrize("script, copies", [(DYNSGD, 5), (SASGD, 3)])
-def test_every_read_sent_to_a_worker_and_every_write_is_in_the_critical_section(script, copies):
+@pytest.mark.parametrize("ps", [1, 3])
+@pytest.mark.parametrize("script, copies", [(DYNSGD, 12), (SASGD, 7)])
+def test_every_read_sent_to_a_worker_and_every_write_is_in_the_critical_section(
+        script, copies, ps):
     """DynSGD and Staleness-Aware SGD: the pull (θ with its counter or step) and the update are
     each one critical section on the ps, and what leaves it is a copy (DeepCopy), not an alias of
-    a variable that the next update changes."""
-    _, graph, _ = build(script)
+    a variable that the next update changes. Each variable is copied on its own task: with θ,
+    the global step and the counter spread over three ps tasks, an op under the lock that read a
+    variable of another task (the pack, or τ's subtraction) would take the value that task sent
+    when its step began, before the lock."""
+    _, graph, _ = build(script, ps=ps)
     operations = graph.get_operations()
     locks = {op.name for op in operations if op.type == "MutexLock"}
     assert len(locks) == 2, "one critical section for the pull, one for the update"
     deep_copies = [op for op in operations if op.type == "DeepCopy"]
     assert len(deep_copies) == copies, [op.name for op in deep_copies]
     for op in deep_copies:
-        assert op.device == PS and locks & ancestors(op), op.name
+        assert op.device.startswith("/job:ps") and locks & ancestors(op), op.name
+    assert {op.device for op in deep_copies} == {"/job:ps/task:%d" % i for i in range(ps)}
+    variables = {op.name: op.device for op in operations if op.type == "VariableV2"}
+    under_a_lock = [op for op in operations if locks & ancestors(op)]
+    across = [(op.name, tensor.op.name) for op in under_a_lock for tensor in op.inputs
+              if tensor.op.name in variables and variables[tensor.op.name] != op.device]
+    assert not across, across
     writes = [op for op in operations if written_variable(op) is not None
               and op.device.startswith("/job:ps")
               and not op.name.startswith(written_variable(op).name + "/")]  # initializers

@@ -80,21 +80,21 @@ def state(worker):
     return dict(zip([v.op.name for v in variables], worker.session.run(variables)))
 
 
-def start(script, workers, steps_per_run, extra=()):
+def start(script, workers, steps_per_run, extra=(), ps=1):
     module, args, started = in_process_cluster(
         script, workers, ["--steps_per_run", str(steps_per_run)] + WINDOW.get(script, [])
-        + list(extra))
+        + list(extra), ps)
     for index, worker in enumerate(started):
         worker.module, worker.steps_per_run = module, steps_per_run
         worker.initialize(chief=index == 0)
     return args, started
 
 
-def train(script, steps_per_run, schedule, workers=1, extra=()):
+def train(script, steps_per_run, schedule, workers=1, extra=(), ps=1):
     """Runs the workers in the order `schedule` names them (one session.run each); returns
     (every worker's state, its losses, the global steps the runs returned, the staleness its
     runs returned)."""
-    args, started = start(script, workers, steps_per_run, extra)
+    args, started = start(script, workers, steps_per_run, extra, ps)
     windowed = script in WINDOWED
     losses, staleness = [[] for _ in started], [[] for _ in started]
     steps, done = [], [0] * workers
@@ -148,6 +148,28 @@ def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(s
     assert looped_staleness == single_staleness
     if script == DYNSGD:  # 2 commits a turn: the first counts the other's since the last turn
         assert looped_staleness == [[0, 0, 4, 0, 2, 0], [2, 0, 0, 0, 2, 0]], looped_staleness
+
+
+@pytest.mark.parametrize("script", [STALENESS, DYNSGD, AEASGD])
+def test_with_three_ps_tasks_k_steps_in_one_run_are_still_k_single_steps(script):
+    """θ, the global step and DynSGD's counter spread over three ps tasks (replica_device_setter's
+    round robin), as on a cluster with several: each ps task sends its part of θ and takes its
+    part of g (or Δᵢ, or θᵢ) in a message of its own, inside the loop too; the ops of a ps where
+    the loop has no variable of its own keep the loop's go-ahead; and a critical section on
+    ps 0 copies what it reads on the variable's own task, after the lock (read by an op on
+    ps 0, a variable of another task would be sent when that task's iteration began: DynSGD
+    and Staleness-Aware-SGD then pulled θ as it was before the last update, in the loop).
+    One worker, K = 10 twice against K = 1 twenty times: bit for bit."""
+    looped, looped_losses, looped_steps, looped_staleness = train(script, 10, [0, 0], ps=3)
+    single, single_losses, _, single_staleness = train(script, 1, [0] * 20, ps=3)
+    assert_identical(looped, single)
+    assert looped_losses == single_losses and len(looped_losses[0]) == 20
+    assert looped_staleness == single_staleness
+    assert looped[0]["global_step"] == 20 and looped_steps == [10, 20]
+    _, [worker] = start(script, 1, 10, ps=3)
+    with worker.graph.as_default():
+        devices = {v.device for v in worker.module.tf.global_variables()}
+    assert devices == {"/job:ps/task:%d" % i for i in range(3)}, devices
 
 
 def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
