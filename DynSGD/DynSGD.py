@@ -124,18 +124,12 @@ def build_graph(args):
 
 
 def read_theta_and_counter(params, update_counter):
-    """Copies of θ, packed into one vector (one message to the worker), and of the counter,
-    taken under the lock: θ is exactly the state after that many commits."""
-    return pack([copy_under_the_lock(theta) for theta in params]), copy_under_the_lock(
-        update_counter)
+    """Copies of θ, packed (one message), and of the counter, taken under the lock together."""
+    return pack([copy_under_the_lock(v) for v in params]), copy_under_the_lock(update_counter)
 
 
 def copy_under_the_lock(variable):
-    """A copy of the variable, made on its own ps task by an op of the critical section: on a
-    cluster with several ps tasks, it waits for the lock wherever the variable lives (a read
-    placed on the lock's task would take the value that the variable's task sent when its step
-    began, lock or not). A copy, because a plain read would alias the variable's memory, and
-    could be sent after the next commit has changed it."""
+    """A copy, not an alias, made by the critical section on the variable's own ps task."""
     with tf.device(variable.device):
         return tf.raw_ops.DeepCopy(x=variable.read_value())
 
@@ -1161,12 +1155,14 @@ def by_ps_task(params):
 def read_from_the_ps(params):
     """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
     RPC, so each ps task packs its variables into one vector, which reaches the worker as one
-    message and is cut back into tensors here."""
+    message and is cut back into tensors here. Each variable is read by an op made here, so
+    that the caller's control dependencies hold it back (a pull after a commit): a variable
+    used as it is would be read by the snapshot made with it, which waits for nothing."""
     theta = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
         with tf.device(device):
-            message = pack(on_ps)
+            message = pack([variable.read_value() for variable in on_ps])
         for i, value in zip(indices, unpack(message, on_ps)):
             theta[i] = value
     return theta

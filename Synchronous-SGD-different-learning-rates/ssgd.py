@@ -1370,12 +1370,14 @@ def by_ps_task(params):
 def read_from_the_ps(params):
     """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
     RPC, so each ps task packs its variables into one vector, which reaches the worker as one
-    message and is cut back into tensors here."""
+    message and is cut back into tensors here. Each variable is read by an op made here, so
+    that the caller's control dependencies hold it back (a pull after a commit): a variable
+    used as it is would be read by the snapshot made with it, which waits for nothing."""
     theta = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
         with tf.device(device):
-            message = pack(on_ps)
+            message = pack([variable.read_value() for variable in on_ps])
         for i, value in zip(indices, unpack(message, on_ps)):
             theta[i] = value
     return theta

@@ -150,18 +150,25 @@ def test_two_workers_interleaving_runs_of_k_are_their_single_steps_interleaved(s
         assert looped_staleness == [[0, 0, 4, 0, 2, 0], [2, 0, 0, 0, 2, 0]], looped_staleness
 
 
-@pytest.mark.parametrize("script", [STALENESS, DYNSGD, AEASGD])
-def test_with_three_ps_tasks_k_steps_in_one_run_are_still_k_single_steps(script):
+@pytest.mark.parametrize("script", [DIST_SETUP, STALENESS, DYNSGD, AGN, AEASGD])
+def test_with_three_ps_tasks_the_steps_are_the_same_and_k_steps_are_still_k_single_steps(
+        script):
     """θ, the global step and DynSGD's counter spread over three ps tasks (replica_device_setter's
     round robin), as on a cluster with several: each ps task sends its part of θ and takes its
-    part of g (or Δᵢ, or θᵢ) in a message of its own, inside the loop too; the ops of a ps where
-    the loop has no variable of its own keep the loop's go-ahead; and a critical section on
-    ps 0 copies what it reads on the variable's own task, after the lock (read by an op on
-    ps 0, a variable of another task would be sent when that task's iteration began: DynSGD
-    and Staleness-Aware-SGD then pulled θ as it was before the last update, in the loop).
-    One worker, K = 10 twice against K = 1 twenty times: bit for bit."""
+    part of g (or Δᵢ, or θᵢ) in a message of its own. Where θ lives must not change a number:
+    one worker, K = 1 twenty times, leaves the state it leaves with one ps task, and K = 10
+    twice leaves it too, bit for bit. Each read of θ is an op of its own that waits for what
+    it must follow (the commit, the lock, the update before): a read that waited only through
+    a constant's control edge (the pack's shape) was not held back, so a pull after a commit
+    took the old θ of a ps task that held one variable (AGN, K = 1). A critical section on ps 0
+    copies what it reads on the variable's own task, after the lock: read by an op on ps 0, a
+    variable of another task would be sent when that task's step began (DynSGD and
+    Staleness-Aware-SGD, K = 10)."""
     looped, looped_losses, looped_steps, looped_staleness = train(script, 10, [0, 0], ps=3)
     single, single_losses, _, single_staleness = train(script, 1, [0] * 20, ps=3)
+    one_ps, one_ps_losses, _, _ = train(script, 1, [0] * 20, ps=1)
+    assert_identical(single, one_ps)
+    assert single_losses == one_ps_losses
     assert_identical(looped, single)
     assert looped_losses == single_losses and len(looped_losses[0]) == 20
     assert looped_staleness == single_staleness
