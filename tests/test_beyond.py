@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helpers import (LocalCluster, example, free_ports, load_example, start_the_chief_last,
-                     output, results_in, run_cluster, run_script, tf_major_version)
+                     output, results_in, run_cluster, run_script, tf_major_version,
+                     worker_results)
 
 SCRIPTS = {"AEASGD": "AEASGD/AEASGD.py", "EAMSGD": "EAMSGD/EAMSGD.py",
            "DynSGD": "DynSGD/DynSGD.py", "Staleness-Aware-SGD":
@@ -410,3 +411,19 @@ def test_a_stale_gradient_is_applied_with_the_rate_divided_by_its_staleness(stal
     rate = args.learning_rate / max(staleness, 1)
     assert_close(worker.values(worker.ops["params"]),
                  [t - rate * g for t, g in zip(theta, gradients)])
+
+
+def test_on_three_ps_tasks_the_critical_sections_count_every_update_and_every_ps_exits_0():
+    """Staleness-Aware-SGD, two workers, θ and the global step spread over three ps tasks
+    (replica_device_setter's round robin; the lock on ps 0), K = 20 steps per session.run: the
+    locked update counts every worker's step exactly once (the global step is the sum of the
+    local steps), training reaches the accuracy of a short run, and each ps task hears that
+    both workers are done and exits 0 by itself."""
+    cluster = run_cluster(SCRIPTS["Staleness-Aware-SGD"], ps=3, args=[
+        "--train_steps", "600", "--steps_per_run", "20"])
+    results = worker_results(cluster)
+    text = output(cluster)
+    assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
+    assert all(r["test_accuracy"] >= 0.9 for r in results), results
+    for ps in range(3):
+        assert "[ps%d] all 2 workers are done; exiting" % ps in text, text
