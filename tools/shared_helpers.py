@@ -27,6 +27,8 @@ RULE = "# " + "=" * 93 + "\n"
 # stays in each lesson (it is what the reader came for), and must stay the same there, up to
 # the tag comments that name each algorithm ("# AGN: ...").
 TWINS = [("elastic_exchange", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
+         ("copy_under_the_lock", ["DynSGD/DynSGD.py",
+                                  "Staleness-Aware-SGD/Staleness-Aware-SGD.py"]),
          ("train", ["AGN/AGN.py", "DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"]),
          ("train", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
          ("train", ["Synchronous-SGD/ssgd.py", "Synchronous-SGD-different-learning-rates/ssgd.py"]),
