@@ -109,6 +109,23 @@ def wait_until(condition, seconds):
     return True
 
 
+def sent_between_tasks(tf, session, fetches):
+    """{(from task, to task): the names of the tensors sent}, from the partition graphs that
+    TensorFlow ran for one session.run of fetches (tasks as "/job:ps/task:0")."""
+    metadata = tf.RunMetadata()
+    session.run(fetches, options=tf.RunOptions(output_partition_graphs=True),
+                run_metadata=metadata)
+    task = lambda device: device.split("/device:")[0].replace("/replica:0", "")
+    sent = {}
+    for partition in metadata.partition_graphs:
+        for node in partition.node:
+            if node.op == "_Send":
+                route = (task(node.attr["send_device"].s.decode()),
+                         task(node.attr["recv_device"].s.decode()))
+                sent.setdefault(route, []).append(node.attr["tensor_name"].s.decode())
+    return sent
+
+
 def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, chief_last=False,
                 **options):
     """Run an example to the end; assert that every task exited 0 and return the cluster.

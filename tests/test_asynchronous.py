@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, free_ports, load_example,
-                     output, results_in, run_script, start_the_chief_last, worker_results,
-                     UNHURRIED_CHIEF)
+                     output, results_in, run_script, sent_between_tasks, start_the_chief_last,
+                     worker_results, UNHURRIED_CHIEF)
 
 HOGWILD = "Hogwild/Hogwild.py"
 DOWNPOUR = "DOWNPOUR/DOWNPOUR.py"
@@ -317,18 +317,7 @@ def test_a_commit_sends_the_window_in_one_message_and_takes_theta_in_one(script,
     the constant T of the global step's increment, made on the worker, one more each way."""
     module, _, [worker] = in_process_cluster(script, 1, [])
     worker.initialize(chief=True)
-    tf = module.tf
-    metadata = tf.RunMetadata()
-    worker.session.run(worker.built["local_step_and_commit"], run_metadata=metadata,
-                       options=tf.RunOptions(output_partition_graphs=True))
-    task = lambda device: device.split("/device:")[0].replace("/replica:0", "")
-    sent = {}
-    for partition in metadata.partition_graphs:
-        for node in partition.node:
-            if node.op == "_Send":
-                route = (task(node.attr["send_device"].s.decode()),
-                         task(node.attr["recv_device"].s.decode()))
-                sent.setdefault(route, []).append(node.attr["tensor_name"].s.decode())
+    sent = sent_between_tasks(module.tf, worker.session, worker.built["local_step_and_commit"])
     to_ps = sent.pop(("/job:worker/task:0", "/job:ps/task:0"))
     to_worker = sent.pop(("/job:ps/task:0", "/job:worker/task:0"))
     assert len(to_ps) == 1 and "concat" in to_ps[0], to_ps

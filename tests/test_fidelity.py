@@ -16,7 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import ROOT, example, free_ports, has_parameter_servers, load_example, run_script
+from helpers import ROOT, example, has_parameter_servers, load_example, run_script
+from test_asynchronous import cluster_flags
 from test_synchronous import SHARD, gradient, shards_and_initial_parameters
 
 import shared_helpers
@@ -38,11 +39,6 @@ COMPUTE = {"MatMul", "Relu", "ReluGrad", "SparseSoftmaxCrossEntropyWithLogits", 
            "ArgMax"}
 WRITES = ("Apply", "ResourceApply", "Assign", "Scatter")
 PS = "/job:ps/task:0"
-
-
-def cluster_flags(workers, ps=1):
-    hosts = ["localhost:%d" % port for port in free_ports(ps + workers)]
-    return ["--ps_hosts", ",".join(hosts[:ps]), "--worker_hosts", ",".join(hosts[ps:])]
 
 
 def worker_flags(module, cluster, task_index, extra=()):

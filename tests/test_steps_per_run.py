@@ -19,7 +19,8 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import ROOT, load_example, output, run_cluster, run_script, worker_results
+from helpers import (ROOT, load_example, output, run_cluster, run_script,
+                     sent_between_tasks, worker_results)
 from test_asynchronous import cluster_flags, in_process_cluster, worker_args
 
 import shared_helpers
@@ -173,9 +174,10 @@ def test_with_three_ps_tasks_the_steps_are_the_same_and_k_steps_are_still_k_sing
     assert looped_losses == single_losses and len(looped_losses[0]) == 20
     assert looped_staleness == single_staleness
     assert looped[0]["global_step"] == 20 and looped_steps == [10, 20]
-    _, [worker] = start(script, 1, 10, ps=3)
-    with worker.graph.as_default():
-        devices = {v.device for v in worker.module.tf.global_variables()}
+    module = load_example(script)
+    with module.tf.Graph().as_default():
+        module.build_graph(worker_args(module, cluster_flags(1, ps=3), 0, WINDOW.get(script, [])))
+        devices = {v.device for v in module.tf.global_variables()}
     assert devices == {"/job:ps/task:%d" % i for i in range(3)}, devices
 
 
@@ -192,20 +194,11 @@ def test_in_the_loop_hogwild_still_updates_theta_on_the_ps_without_a_lock():
 def crossings_in_the_loop(worker, fetches):
     """{(from task, to task): the tensors sent between the tasks inside the while_loop's frame},
     from the partition graphs TensorFlow ran for one session.run of fetches."""
-    tf = worker.module.tf
-    metadata = tf.RunMetadata()
-    worker.session.run(fetches, options=tf.RunOptions(output_partition_graphs=True),
-                       run_metadata=metadata)
-    task = lambda device: device.split("/device:")[0].replace("/replica:0", "")
-    sent = {}
-    for partition in metadata.partition_graphs:
-        for node in partition.node:
-            name = node.attr["tensor_name"].s.decode() if node.op == "_Send" else ""
-            if "while/" in name and "while/Exit" not in name:  # each iteration's, not the end's
-                key = (task(node.attr["send_device"].s.decode()),
-                       task(node.attr["recv_device"].s.decode()))
-                sent.setdefault(key, []).append(name)
-    return sent
+    sent = sent_between_tasks(worker.module.tf, worker.session, fetches)
+    inside = {route: [name for name in names  # each iteration's, not the end's
+                      if "while/" in name and "while/Exit" not in name]
+              for route, names in sent.items()}
+    return {route: names for route, names in inside.items() if names}
 
 
 @pytest.mark.parametrize("script", [DIST_SETUP, HOGWILD, STALENESS])
