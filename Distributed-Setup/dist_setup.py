@@ -48,15 +48,14 @@ def parse_flags(argv=None):
 
 def build_graph(args):
     """θ and global_step on the ps; input, forward and backward passes on this worker."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        params = net.parameters()  # θ: the variables model() makes, placed on the ps
         global_step = tf.train.get_or_create_global_step()
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
         optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
 
@@ -64,7 +63,7 @@ def build_graph(args):
             images, labels = batches.get_next()
             # θ comes from the ps in one message; the forward and backward passes run here ...
             theta = read_from_the_ps(params)
-            loss = cross_entropy(theta, images, labels)
+            loss = net.loss(theta, images, labels)
             gradients = tf.gradients(loss, theta)
             # ... and θ ← θ − η·g runs on the ps, g sent as one message; then the ps counts the
             # update (even its constant 1 is made there: nothing else crosses the network), with
@@ -76,7 +75,7 @@ def build_graph(args):
                         "loss": loss}
 
         graph = repeat(step, args.steps_per_run)  # steps_per_run: K steps per session.run
-        test_accuracy = accuracy(params, test_images, test_labels)
+        test_accuracy = net.accuracy(params)
     return dict(graph, global_step=global_step, test_accuracy=test_accuracy)
 
 
@@ -89,6 +88,43 @@ def train(args, server, watchdog):
             global_step, loss = sess.run([graph["train_op"], graph["loss"]])
             loop.step(loss, global_step)
     return loop.report()
+
+
+# ---------------------------------------------------------------------------------------------
+# Your model and your data: edit these two functions, nothing else (README.md, "Bring your own
+# model"). The algorithm above places and wires whatever variables model() makes.
+# ---------------------------------------------------------------------------------------------
+def load_data(args):
+    """(train_images, train_labels), (test_images, test_labels) as NumPy arrays: images of any
+    one shape, labels 0 ... classes - 1 (the number of classes comes from them)."""
+    if args.dataset == "mnist":  # downloads once, into ~/.keras/datasets
+        (train_images, train_labels), (test_images, test_labels) = (
+            tf.keras.datasets.mnist.load_data())
+        return ((train_images.reshape(len(train_images), -1) / 255.0, train_labels),
+                (test_images.reshape(len(test_images), -1) / 255.0, test_labels))
+    from sklearn.datasets import load_digits
+    digits = load_digits()  # 1,797 8×8 images of handwritten digits, shipped with scikit-learn
+    images, labels = digits.data / 16.0, digits.target
+    order = np.random.RandomState(args.seed).permutation(len(images))
+    test, train = np.split(order, [int(np.ceil(0.2 * len(images)))])  # 20 % to test
+    return (images[train], labels[train]), (images[test], labels[test])
+
+
+def model(images, classes):
+    """The logits (classes of them per image) of a minibatch, in ordinary TF1 code that makes
+    its own variables (tf.get_variable, tf.layers). The default: 64→128→classes with ReLU, its
+    θ₀ drawn with NumPy from --seed (the graph's seed), the same on TensorFlow 1.x and 2.x."""
+    draw = np.random.RandomState(tf.get_default_graph().seed).uniform
+
+    def dense(inputs, units, name):  # Glorot-uniform weights, zero biases
+        fan_in = int(inputs.shape[-1])
+        limit = np.sqrt(6.0 / (fan_in + units))
+        weights = tf.get_variable(name + "_weights", initializer=draw(
+            -limit, limit, (fan_in, units)).astype(np.float32))
+        biases = tf.get_variable(name + "_biases", initializer=np.zeros(units, np.float32))
+        return tf.matmul(inputs, weights) + biases
+
+    return dense(tf.nn.relu(dense(images, 128, "hidden")), classes, "output")
 
 
 # =============================================================================================
@@ -178,6 +214,10 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--step_delay", type=float, default=0.0,
                           help="seconds this task sleeps after each step: a deliberate straggler, "
                                "for experiments and tests")
+    training.add_argument("--payload_mb", type=float, default=0.0,
+                          help="emulation (tools/emulate): θ carries one more variable of this "
+                               "many MiB, which the model does not use (a zero gradient), so "
+                               "that every exchange carries its bytes")
     training.add_argument("--steps_per_run", type=int, default=1,
                           help="K: training steps per session.run, run one after the other in a "
                                "tf.while_loop on the worker; each still reads θ, computes g and "
@@ -204,8 +244,9 @@ def check_training_flags(parser, args):
             parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
     if not args.learning_rate > 0:
         parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
-    if args.step_delay < 0:
-        parser.error("--step_delay must be >= 0, got %g" % args.step_delay)
+    for name in ("step_delay", "payload_mb"):
+        if not 0 <= getattr(args, name) < float("inf"):
+            parser.error("--%s must be a number >= 0, got %g" % (name, getattr(args, name)))
     if args.steps_per_run > 1 and steps_per_run_refused():
         parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
                      "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
@@ -978,20 +1019,12 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
-def load_dataset(name, seed):
-    """Returns (train_images, train_labels), (test_images, test_labels), pixels in [0, 1]."""
-    if name == "digits":
-        from sklearn.datasets import load_digits
-        digits = load_digits()
-        images, labels = digits.data / 16.0, digits.target
-        order = np.random.RandomState(seed).permutation(len(images))
-        test, train = order[:360], order[360:]
-        splits = (images[train], labels[train]), (images[test], labels[test])
-    else:
-        (train_x, train_y), (test_x, test_y) = tf.keras.datasets.mnist.load_data()
-        splits = ((train_x.reshape(len(train_x), -1) / 255.0, train_y),
-                  (test_x.reshape(len(test_x), -1) / 255.0, test_y))
-    return [(x.astype(np.float32), y.astype(np.int64)) for x, y in splits]
+def worker_iterator(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched inside the graph: each
+    get_next() op gives the next minibatch every time it runs."""
+    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
 def worker_batches(images, labels, worker, workers, batch_size, seed):
@@ -999,48 +1032,143 @@ def worker_batches(images, labels, worker, workers, batch_size, seed):
     return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
 
 
-def worker_iterator(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph: each
-    get_next() op gives the next minibatch every time it runs (in a tf.while_loop's body, once
-    per iteration)."""
-    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
-    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
-    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
+class Model:
+    """Your load_data() and model(), as the algorithms use them. θ is the list of variables that
+    model() makes, in the order it asks for them (parameters()); an algorithm reads θ as tensors
+    (from the ps, a local copy, a replica) and calls model() again with those tensors in place
+    of its variables, through a custom getter (logits()), so that its gradients are taken with
+    respect to the values it really used. --payload_mb adds one more variable to θ that the
+    model does not use (its gradient is zero): every exchange then carries its bytes."""
+
+    def __init__(self, args):
+        (train_images, train_labels), (test_images, test_labels) = load_data(args)
+        self.train_images, self.test_images = (np.asarray(train_images, np.float32),
+                                               np.asarray(test_images, np.float32))
+        self.train_labels, self.test_labels = (np.asarray(train_labels, np.int64),
+                                               np.asarray(test_labels, np.int64))
+        self.classes = int(max(self.train_labels.max(initial=0),
+                               self.test_labels.max(initial=0))) + 1
+        self.payload = int(args.payload_mb * 2 ** 18)  # (float32 elements)
+        self.order = None  # which variable of θ each of model()'s requests gets
+        tf.set_random_seed(args.seed)
+
+    def parameters(self, scope=None, **variable_options):
+        """A set of model()'s variables, made where the device scope puts them: θ (in the
+        variable scope at hand), or a copy of it (under scope, with variable_options such as
+        collections=[tf.GraphKeys.LOCAL_VARIABLES], trainable=False)."""
+        requested = []
+
+        def make(getter, name, *args, **kwargs):
+            requested.append(getter(name, *args, **dict(kwargs, **variable_options)))
+            return requested[-1]
+
+        with tf.variable_scope(scope or tf.get_variable_scope(), custom_getter=make):
+            model(tf.placeholder(tf.float32, (None,) + self.train_images.shape[1:]),
+                  self.classes)
+            made = list(collections.OrderedDict.fromkeys(requested))
+            self.order = [made.index(variable) for variable in requested]
+            if self.payload:
+                made.append(tf.get_variable("payload", initializer=tf.zeros([self.payload]),
+                                            **variable_options))
+        return made
+
+    def logits(self, theta, images):
+        """model(images), each of its variables replaced by the tensor of θ at its place."""
+        given = iter([theta[i] for i in self.order])
+
+        def use_theta(getter, name, *args, **kwargs):
+            return next(given)
+
+        with tf.variable_scope(tf.get_variable_scope(), custom_getter=use_theta):
+            return model(images, self.classes)
+
+    def loss(self, theta, images, labels):
+        """The mean softmax cross-entropy of a minibatch (+ 0·Σ payload: a zero gradient)."""
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=self.logits(theta, images)))
+        return loss + 0.0 * tf.reduce_sum(theta[-1]) if self.payload else loss
+
+    def accuracy(self, theta, images=None, labels=None):
+        """The share of images (by default the test set) whose largest logit is their label."""
+        if images is None:
+            images, labels = self.test_images, self.test_labels
+        predictions = tf.argmax(self.logits(theta, images), axis=1)
+        return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 
 
-def initial_parameters(inputs, classes, seed, hidden=128):
-    """Glorot-uniform weights and zero biases, drawn with NumPy so that every example, and
-    TensorFlow 1.x and 2.x alike, start from the same θ."""
-    rng = np.random.RandomState(seed)
+def check_model_and_data(args, who, workers):
+    """Whether load_data() and model() can train here, said before any server starts: the data
+    (empty, shapes, a shard per worker), model() (it builds, its logits fit the labels, every
+    variable is trainable and gets a gradient, one step's loss is finite) and a --log_dir
+    checkpoint of θ (the same variables and shapes). Every task checks, so all of them stop."""
+    def bad(problem, advice):
+        print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
+        return False
 
-    def glorot(fan_in, fan_out):
-        limit = np.sqrt(6.0 / (fan_in + fan_out))
-        return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
-
-    return [("hidden_weights", glorot(inputs, hidden)),
-            ("hidden_biases", np.zeros(hidden, np.float32)),
-            ("output_weights", glorot(hidden, classes)),
-            ("output_biases", np.zeros(classes, np.float32))]
-
-
-def create_parameters(initial, **variable_options):
-    return [tf.Variable(value, name=name, **variable_options) for name, value in initial]
-
-
-def logits(params, images):
-    hidden_weights, hidden_biases, output_weights, output_biases = params
-    hidden = tf.nn.relu(tf.matmul(images, hidden_weights) + hidden_biases)
-    return tf.matmul(hidden, output_weights) + output_biases
-
-
-def cross_entropy(params, images, labels):
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits(params, images)))
-
-
-def accuracy(params, images, labels):
-    predictions = tf.argmax(logits(params, images), axis=1)
-    return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+    with tf.Graph().as_default():
+        try:
+            net = Model(args)
+        except Exception as error:  # (the user's load_data: any error, said in one line)
+            return bad("load_data() failed (%s: %s)" % (type(error).__name__, error),
+                       "fix load_data in the script")
+        train, test = net.train_images, net.test_images
+        if len(train) < workers or len(test) == 0 or len(train) != len(net.train_labels) or (
+                len(test) != len(net.test_labels)):
+            return bad("load_data() gave %d training examples (%d labels) for %d workers and "
+                       "%d test examples (%d labels)" % (len(train), len(net.train_labels),
+                                                         workers, len(test),
+                                                         len(net.test_labels)),
+                       "every worker needs a shard and every image a label")
+        if train.shape[1:] != test.shape[1:] or min(net.train_labels.min(),
+                                                     net.test_labels.min()) < 0:
+            return bad("training images of shape %s, test images of shape %s, smallest label "
+                       "%d" % (train.shape[1:], test.shape[1:],
+                               min(net.train_labels.min(), net.test_labels.min())),
+                       "images must have one shape and labels be 0 ... classes - 1")
+        try:
+            theta = net.parameters()
+            loss = net.loss(theta, train[:8], net.train_labels[:8])
+            width = net.logits(theta, train[:8]).shape[-1]
+        except Exception as error:
+            return bad("model(images of shape %s, %d classes) failed (%s: %s)"
+                       % ((None,) + train.shape[1:], net.classes, type(error).__name__,
+                          str(error).splitlines()[0] if str(error) else ""),
+                       "fix model in the script")
+        others = sorted({v.op.name for v in tf.global_variables()} - {v.op.name for v in theta})
+        if others or tf.get_collection(tf.GraphKeys.UPDATE_OPS):
+            return bad("model() makes state that is not a trained parameter (%s)"
+                       % ", ".join(others or ["update ops"]),
+                       "use trainable variables only (no batch normalization's moving averages)")
+        if width != net.classes:
+            return bad("model() returns %s logits per image for %d classes (labels 0 ... %d)"
+                       % (width, net.classes, net.classes - 1),
+                       "its last layer must have `classes` units")
+        gradients = tf.gradients(loss, theta)
+        no_gradient = [v.op.name for v, g in zip(theta, gradients) if g is None]
+        if no_gradient:
+            return bad("model() makes variables that get no gradient: %s"
+                       % ", ".join(no_gradient),
+                       "use every variable in the logits, or do not make it")
+        with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
+                                              inter_op_parallelism_threads=1)) as sess:
+            sess.run(tf.global_variables_initializer())
+            if not np.isfinite(sess.run(loss)):
+                return bad("the loss of model() at its initial θ is not finite",
+                           "check load_data's values and model's initial values")
+        checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
+        if checkpoint:
+            try:
+                saved = tf.train.NewCheckpointReader(checkpoint).get_variable_to_shape_map()
+            except (tf.errors.OpError, ValueError):
+                return True  # (a damaged checkpoint: the chief skips it, saying so)
+            differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
+                                                 saved.get(v.op.name, "none"))
+                      for v in theta if saved.get(v.op.name) != v.shape.as_list()]
+            if differ:
+                return bad("--log_dir %s holds a checkpoint of another model: %s"
+                           % (args.log_dir, "; ".join(differ)),
+                           "give this model its own --log_dir")
+    return True
 
 
 def pack(tensors):
@@ -1306,7 +1434,8 @@ def take_the_hard_descriptor_limit():
 def main(argv=None):
     args = parse_flags(argv)
     who = task_name(args.job_name, args.task_index)
-    if not claim_log_dir(args, who):
+    if not (check_model_and_data(args, who, len(args.cluster["worker"]))
+            and claim_log_dir(args, who)):
         return 2
     take_the_hard_descriptor_limit()
     server = tf.train.Server(tf.train.ClusterSpec(args.cluster), job_name=args.job_name,

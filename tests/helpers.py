@@ -207,3 +207,19 @@ def run_script(args, timeout=RUN_TIMEOUT, env=None, cwd=None):
         except ProcessLookupError:
             pass
     return process.returncode, text.decode("utf-8", "replace")
+
+
+def data_and_initial_theta(module, seed=0):
+    """An example's digits, ((train_images, train_labels), (test_images, test_labels)), and
+    its initial θ in float64, as the script's Model (your load_data and model) makes them."""
+    import argparse
+    import numpy as np
+    tf = module.tf
+    with tf.Graph().as_default():
+        net = module.Model(argparse.Namespace(dataset="digits", seed=seed, payload_mb=0.0))
+        theta = net.parameters()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            values = sess.run(theta)
+    data = (net.train_images, net.train_labels), (net.test_images, net.test_labels)
+    return data, [value.astype(np.float64) for value in values]

@@ -17,9 +17,9 @@ import time
 import numpy as np
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     load_example, output, rejected, results_in, run_cluster, run_script,
-                     worker_results)
+from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
+                    load_example, LocalCluster, output, rejected, results_in, ROOT, run_cluster,
+                    run_script, worker_results)
 from test_synchronous import SHARD, gradient
 
 ADPSGD = "AD-PSGD/AD-PSGD.py"
@@ -79,11 +79,11 @@ def test_every_step_averages_both_replicas_then_applies_the_gradient_taken_befor
     eta, workers = 0.5, 3
     module, built = in_process_workers(workers, ["--batch_size", str(SHARD),
                                                  "--learning_rate", str(eta)])
-    (images, labels), _ = module.load_dataset("digits", 0)
+    (images, labels), _ = data_and_initial_theta(module, 0)[0]
     shards = [(images[i::workers].astype(np.float64), labels[i::workers])
               for i in range(workers)]
     assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
-    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    initial = data_and_initial_theta(module)[1]
     expected = [np.concatenate([value.ravel() for value in initial])] * workers
     for got in replicas(built):
         np.testing.assert_allclose(got, expected[0], rtol=1e-6)

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     load_example, output, rejected, results_in, run_cluster, run_script,
-                     worker_results)
+from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
+                    load_example, LocalCluster, output, rejected, results_in, ROOT, run_cluster,
+                    run_script, worker_results)
 from test_synchronous import SHARD, assert_parameters_close, gradient
 
 ALLREDUCE = "AllReduce-SGD/AllReduce-SGD.py"
@@ -46,7 +46,7 @@ def test_one_step_changes_every_replica_by_minus_eta_times_the_mean_gradient(tmp
     η₀, step 1 η₀ + (3·η₀ − η₀)/2. Every replica ends with the same θ as the chief's."""
     base, workers = 0.5, 3
     module = load_example(ALLREDUCE)
-    (images, labels), _ = module.load_dataset("digits", 0)
+    (images, labels), _ = data_and_initial_theta(module, 0)[0]
     shards = [(images[i::workers].astype(np.float64), labels[i::workers])
               for i in range(workers)]
     assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
@@ -63,7 +63,7 @@ def test_one_step_changes_every_replica_by_minus_eta_times_the_mean_gradient(tmp
         reader = module.tf.train.load_checkpoint(os.path.join(log_dir, "model.ckpt-%d" % step))
         assert reader.get_tensor("global_step") == step
         thetas.append([reader.get_tensor(name).astype(np.float64) for name in NAMES])
-    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    initial = data_and_initial_theta(module)[1]
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
     for rate, before, after in zip([base, base + (3 * base - base) / 2], thetas, thetas[1:]):
         gradients = [gradient(before, shard_images, shard_labels)

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     load_example, output, rejected, results_in, run_cluster, run_script,
-                     worker_results)
+from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
+                    load_example, LocalCluster, output, rejected, results_in, ROOT, run_cluster,
+                    run_script, worker_results)
 from test_synchronous import SHARD, gradient
 
 GOSSIP = "Gossip-SGD/Gossip-SGD.py"
@@ -71,11 +71,11 @@ def test_every_local_step_and_every_average_is_exact_and_a_resumed_run_goes_on(t
     --log_dir for two more. The chief checkpoints every replica at the start and at the end
     (--checkpoint_every is longer than the run), once all are done; NumPy replays both runs."""
     workers, rate, module = 3, 0.5, load_example(GOSSIP)
-    (images, labels), _ = module.load_dataset("digits", 0)
+    (images, labels), _ = data_and_initial_theta(module, 0)[0]
     shards = [(images[i::workers].astype(np.float64), labels[i::workers])
               for i in range(workers)]
     assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
-    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    initial = data_and_initial_theta(module)[1]
     log_dir = str(tmp_path / "logs")
     args = ["--batch_size", str(SHARD), "--learning_rate", str(rate), "--window", "1",
             "--log_dir", log_dir, "--checkpoint_every", "1000"]

@@ -12,7 +12,8 @@ import os
 import numpy as np
 import pytest
 
-from helpers import free_ports, load_example, output, run_cluster, worker_results
+from helpers import (data_and_initial_theta, free_ports, load_example, output, run_cluster,
+                    worker_results)
 from test_synchronous import assert_parameters_close, gradient, ps_says_all_done
 
 LOCAL_SGD = "Local-SGD/Local-SGD.py"
@@ -52,7 +53,7 @@ def minibatches_of(module, args, count):
     """The first `count` minibatches that worker args.task_index trains on, from the script's own
     shard and input pipeline."""
     tf = module.tf
-    (images, labels), _ = module.load_dataset("digits", args.seed)
+    (images, labels), _ = data_and_initial_theta(module, args.seed)[0]
     with tf.Graph().as_default():
         shard_images, shard_labels = module.shard(args, images, labels)
         batch = module.worker_batches(shard_images, shard_labels, 0, 1, args.batch_size,
@@ -89,7 +90,7 @@ def test_one_round_sets_theta_to_the_shard_size_weighted_average_of_the_local_co
         assert reader.get_tensor("global_step") == step
         thetas.append([reader.get_tensor(name).astype(np.float64) for name in NAMES])
 
-    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    initial = data_and_initial_theta(module)[1]
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
     for number, (before, after) in enumerate(zip(thetas, thetas[1:])):
         local_copies = []
@@ -112,7 +113,7 @@ def test_one_round_sets_theta_to_the_shard_size_weighted_average_of_the_local_co
 # ---------------------------------------------------------------------------------------------
 def test_non_iid_shards_split_the_training_set_by_label_and_iid_ones_every_mth_example():
     module = load_example(LOCAL_SGD)
-    (images, labels), _ = module.load_dataset("digits", 0)
+    (images, labels), _ = data_and_initial_theta(module, 0)[0]
     for workers in (2, 3, 5, 10):
         shards = [module.shard(flags(module, workers, k, ["--non_iid"]), images, labels)
                   for k in range(workers)]

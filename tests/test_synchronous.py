@@ -17,10 +17,10 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
-                     last_checkpoint_step, listening, load_example, output, results_in,
-                     run_cluster, run_script, start_the_chief_last, wait_until,
-                     worker_results)
+from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
+                    last_checkpoint_step, listening, load_example, LocalCluster, output,
+                    results_in, ROOT, run_cluster, run_script, start_the_chief_last, wait_until,
+                    worker_results)
 
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
@@ -86,11 +86,11 @@ def gradient(params, images, labels):
 
 def shards_and_initial_parameters(script, workers):
     module = load_example(script)
-    (images, labels), _ = module.load_dataset("digits", 0)
+    (images, labels), _ = data_and_initial_theta(module, 0)[0]
     shards = [(images[i::workers].astype(np.float64), labels[i::workers])
               for i in range(workers)]
     assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
-    initial = [value.astype(np.float64) for _, value in module.initial_parameters(64, 10, 0)]
+    initial = data_and_initial_theta(module)[1]
     return module, shards, initial
 
 

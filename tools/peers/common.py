@@ -1,10 +1,9 @@
 """What every peer shares with the examples: the data, the split, the shards, the model, θ₀, the
 flags and the RESULT line. NumPy only, so that each peer imports its own framework and nothing
-else: these mirror the appendix helpers of Distributed-Setup/dist_setup.py (load_dataset,
-worker_batches, initial_parameters, report), and tests/test_peers.py checks that they agree.
+else: these mirror the examples' load_data, model (its θ₀), worker_batches and report, and
+tests/test_peers.py checks that they agree.
 """
 import argparse
-import ast
 import json
 import os
 import socket
@@ -12,7 +11,7 @@ import time
 
 import numpy as np
 
-TEST_SIZE = 360  # load_dataset("digits"): the first 360 of the seeded permutation are the test set
+TEST_SIZE = 360  # load_data(): the first 360 (a fifth) of the seeded permutation are the test set
 HIDDEN, CLASSES = 128, 10
 
 
@@ -31,7 +30,7 @@ def parser(doc, train_steps, learning_rate, batch_size=32):
 
 
 def load_digits(seed):
-    """(train_images, train_labels), (test_images, test_labels), as load_dataset("digits")."""
+    """(train_images, train_labels), (test_images, test_labels), as the examples' load_data()."""
     from sklearn.datasets import load_digits as sklearn_digits
     digits = sklearn_digits()
     images, labels = digits.data / 16.0, digits.target
@@ -58,22 +57,19 @@ def batch_indices(size, batch_size, seed):
         pending = pending[batch_size:]
 
 
-def appendix_function(name):
-    """One NumPy-only helper of the examples' appendix, taken from the template's own text
-    (Distributed-Setup/dist_setup.py), so that the peers cannot drift from it: the template
-    imports TensorFlow, which a peer's interpreter may not have."""
-    template = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "Distributed-Setup", "dist_setup.py")
-    tree = ast.parse(open(template).read())
-    [function] = [node for node in tree.body
-                  if isinstance(node, ast.FunctionDef) and node.name == name]
-    namespace = {"np": np}
-    exec(compile(ast.Module(body=[function], type_ignores=[]), template, "exec"), namespace)
-    return namespace[name]
+def initial_parameters(inputs, classes, seed, hidden=128):
+    """[(name, value)] of the examples' default model() at θ₀: Glorot-uniform weights and zero
+    biases drawn with NumPy from the seed, in the order model() draws them."""
+    draw = np.random.RandomState(seed).uniform
 
+    def glorot(fan_in, fan_out):
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return draw(-limit, limit, (fan_in, fan_out)).astype(np.float32)
 
-# Glorot-uniform weights and zero biases drawn with NumPy: the examples' θ₀, exactly.
-initial_parameters = appendix_function("initial_parameters")
+    return [("hidden_weights", glorot(inputs, hidden)),
+            ("hidden_biases", np.zeros(hidden, np.float32)),
+            ("output_weights", glorot(hidden, classes)),
+            ("output_biases", np.zeros(classes, np.float32))]
 
 
 def accuracy(params, images, labels):
