@@ -37,10 +37,6 @@ def parse_flags(argv=None):
     return args
 
 
-ONE_STEP_PER_RUN_BECAUSE = ("it is the one-process step that the distributed examples are "
-                            "measured against")
-
-
 def main(argv=None):
     args = parse_flags(argv)
     if not check_model_and_data(args, "local", workers=1):
@@ -127,30 +123,20 @@ def model(images, classes):
 
 
 # =============================================================================================
-# Appendix: the helpers this baseline shares with every distributed example (the same flags,
-# data, model and RESULT line), each one identical to the distributed appendix's copy;
-# tools/shared_helpers.py keeps them so, and Distributed-Setup/README.md explains them.
+# Appendix: the blocks of plumbing this example uses, each the same in every script that
+# uses it (tools/shared_helpers.py checks them; docs/appendix.md explains them). Nothing
+# below is specific to the algorithm above.
 # =============================================================================================
+# -- Training flags -------------------------------------------------------------------------------
 class OneLineErrorParser(argparse.ArgumentParser):
-    """Bad input ends with one line that names the problem, and exit code 2; --help shows
-    every default."""
+    """Bad input ends with one line that names the problem, and exit code 2."""
 
     def __init__(self, **options):
-        super().__init__(formatter_class=DefaultsInHelp, **options)
+        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **options)
 
     def error(self, message):
         printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
-
-
-class DefaultsInHelp(argparse.HelpFormatter):
-    """Each flag's help ends with its default, where it has one."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False or (
-                action.default == argparse.SUPPRESS):
-            return action.help
-        return "%s (default: %s)" % (action.help, action.default)
 
 
 def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
@@ -174,50 +160,32 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--checkpoint_every", type=int, default=500,
                           help="with --log_dir, save a checkpoint every this many global steps")
     training.add_argument("--step_delay", type=float, default=0.0,
-                          help="seconds this task sleeps after each step: a deliberate straggler, "
-                               "for experiments and tests")
+                          help="seconds this task sleeps after each step: a deliberate "
+                               "straggler, or an emulated compute time (tools/emulate)")
     training.add_argument("--payload_mb", type=float, default=0.0,
                           help="emulation (tools/emulate): θ carries one more variable of this "
                                "many MiB, which the model does not use (a zero gradient), so "
                                "that every exchange carries its bytes")
-    training.add_argument("--steps_per_run", type=int, default=1,
-                          help="K: training steps per session.run, run one after the other in a "
-                               "tf.while_loop on the worker; each still reads θ, computes g and "
-                               "applies it, only K - 1 round trips are saved (faster). Progress, "
-                               "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. With --window "
-                               "T, K must be a multiple of T. An example that cannot loop its "
-                               "step says why and refuses K > 1")
 
 
 def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every", "steps_per_run"):
-        if getattr(args, name) <= 0:
-            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
-    if not args.learning_rate > 0:
-        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
-    for name in ("step_delay", "payload_mb"):
-        if not 0 <= getattr(args, name) < float("inf"):
-            parser.error("--%s must be a number >= 0, got %g" % (name, getattr(args, name)))
-    if args.steps_per_run > 1 and steps_per_run_refused():
-        parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
-                     "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
-    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
-            args.steps_per_run % args.window):
-        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
-                     "makes K / T whole windows, each ending on an exchange with the ps)"
-                     % (args.steps_per_run, args.window))
+    """Every number in its range, said before any server starts."""
+    for name, most in (("train_steps", 10 ** 9), ("batch_size", 10 ** 6), ("log_every", 10 ** 9),
+                       ("checkpoint_every", 10 ** 9), ("seed", 2 ** 31 - 1)):
+        least = 0 if name == "seed" else 1
+        if not least <= getattr(args, name) <= most:
+            parser.error("--%s must be an integer from %d to %d, got %d"
+                         % (name, least, most, getattr(args, name)))
+    for name, most in (("learning_rate", float("inf")), ("step_delay", 3600.0),
+                       ("payload_mb", 4096.0)):
+        value = getattr(args, name)
+        if not (0 < value < most if name == "learning_rate" else 0 <= value <= most):
+            parser.error("--%s must be a finite number %s, got %g"
+                         % (name, "above 0" if name == "learning_rate" else
+                            "from 0 to %g" % most, value))
 
 
-def steps_per_run_refused():
-    """Why this example takes one step per session.run only, or None where --steps_per_run K > 1
-    is built: its lesson sets MANY_STEPS_PER_RUN = True and builds its step with repeat(). Any
-    other script refuses K > 1, with the reason its lesson gives in ONE_STEP_PER_RUN_BECAUSE."""
-    if globals().get("MANY_STEPS_PER_RUN") is True:
-        return None
-    return globals().get("ONE_STEP_PER_RUN_BECAUSE", "its training loop is not built for it")
-
-
+# -- The RESULT line ------------------------------------------------------------------------------
 def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
            curve, started, **algorithm_fields):
     """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
@@ -229,15 +197,14 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
-              "steps_per_run": args.steps_per_run,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
+# -- Your data and model, as the algorithms use them ----------------------------------------------
 def worker_iterator(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph: each
-    get_next() op gives the next minibatch every time it runs."""
+    """This worker's shard of the training set, shuffled and batched in the graph."""
     shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
@@ -249,12 +216,8 @@ def worker_batches(images, labels, worker, workers, batch_size, seed):
 
 
 class Model:
-    """Your load_data() and model(), as the algorithms use them. θ is the list of variables that
-    model() makes, in the order it asks for them (parameters()); an algorithm reads θ as tensors
-    (from the ps, a local copy, a replica) and calls model() again with those tensors in place
-    of its variables, through a custom getter (logits()), so that its gradients are taken with
-    respect to the values it really used. --payload_mb adds one more variable to θ that the
-    model does not use (its gradient is zero): every exchange then carries its bytes."""
+    """Your load_data() and model(), as the algorithms use them: θ is the list of variables
+    model() makes; model() is called again with θ's values (tensors) in their place."""
 
     def __init__(self, args):
         (train_images, train_labels), (test_images, test_labels) = load_data(args)
@@ -269,9 +232,8 @@ class Model:
         tf.set_random_seed(args.seed)
 
     def parameters(self, scope=None, **variable_options):
-        """A set of model()'s variables, made where the device scope puts them: θ (in the
-        variable scope at hand), or a copy of it (under scope, with variable_options such as
-        collections=[tf.GraphKeys.LOCAL_VARIABLES], trainable=False)."""
+        """A set of model()'s variables where the device scope puts them: θ, or a copy of it
+        (under scope, with variable_options such as collections and trainable)."""
         requested = []
 
         def make(getter, name, *args, **kwargs):
@@ -313,10 +275,8 @@ class Model:
 
 
 def check_model_and_data(args, who, workers):
-    """Whether load_data() and model() can train here, said before any server starts: the data
-    (empty, shapes, a shard per worker), model() (it builds, its logits fit the labels, every
-    variable is trainable and gets a gradient, one step's loss is finite) and a --log_dir
-    checkpoint of θ (the same variables and shapes). Every task checks, so all of them stop."""
+    """Whether load_data() and model() can train, said by every task before any
+    server starts: the data, the model's build, logits and gradients, a --log_dir checkpoint."""
     def bad(problem, advice):
         print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
         return False
@@ -385,6 +345,7 @@ def check_model_and_data(args, who, workers):
                            % (args.log_dir, "; ".join(differ)),
                            "give this model its own --log_dir")
     return True
+
 
 if __name__ == "__main__":
     try:

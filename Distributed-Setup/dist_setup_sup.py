@@ -70,10 +70,6 @@ def build_graph(args):
             "test_accuracy": test_accuracy}
 
 
-ONE_STEP_PER_RUN_BECAUSE = ("it shows tf.train.Supervisor around the plain one-step loop; "
-                            "dist_setup.py is the same algorithm with --steps_per_run")
-
-
 def train(args, server, watchdog):
     """The same training with the older tf.train.Supervisor, which has no hooks: this loop
     saves a checkpoint every --checkpoint_every global steps (TrainingLoop writes the
@@ -145,67 +141,20 @@ def model(images, classes):
 
 
 # =============================================================================================
-# Appendix: what every example shares (flags, cluster lifecycle, data and model, the RESULT
-# line). It is the same, line for line, in every script, so that one file can be copied alone;
-# tools/shared_helpers.py keeps the copies identical, and Distributed-Setup/README.md explains
-# them. Nothing below is specific to the algorithm above.
+# Appendix: the blocks of plumbing this example uses, each the same in every script that
+# uses it (tools/shared_helpers.py checks them; docs/appendix.md explains them). Nothing
+# below is specific to the algorithm above.
 # =============================================================================================
-RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
-
-
-def uses_parameter_servers():
-    """False in a script whose lesson sets PARAMETER_SERVERS = 0 (the workers exchange among
-    themselves, as in an all-reduce): its cluster has workers only, and the lifecycle that a ps
-    hosts (readiness, the end of the run) is done among the workers, led by worker 0."""
-    return globals().get("PARAMETER_SERVERS", 1) > 0
-
-
+# -- Training flags -------------------------------------------------------------------------------
 class OneLineErrorParser(argparse.ArgumentParser):
-    """Bad input ends with one line that names the problem, and exit code 2; --help shows
-    every default."""
+    """Bad input ends with one line that names the problem, and exit code 2."""
 
     def __init__(self, **options):
-        super().__init__(formatter_class=DefaultsInHelp, **options)
+        super().__init__(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **options)
 
     def error(self, message):
         printable = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
         self.exit(2, "%s: error: %s (see --help)\n" % (self.prog, printable))
-
-
-class DefaultsInHelp(argparse.HelpFormatter):
-    """Each flag's help ends with its default, where it has one."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False or (
-                action.default == argparse.SUPPRESS):
-            return action.help
-        return "%s (default: %s)" % (action.help, action.default)
-
-
-def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
-    """The command line of every example: the cluster, then training, with these defaults; the
-    algorithm adds its own flags."""
-    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
-    add_cluster_flags(parser)
-    add_training_flags(parser, train_steps, learning_rate, batch_size)
-    return parser
-
-
-def add_cluster_flags(parser):
-    cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
-                                        "localhost:2224)" % ("one ps on localhost:2222"
-                                                             if uses_parameter_servers()
-                                                             else "no ps"))
-    cluster.add_argument("--job_name", choices=["ps", "worker"],
-                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
-    cluster.add_argument("--task_index", type=int,
-                         help="this task's index within its job; worker 0 is the chief")
-    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
-    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
-    cluster.add_argument("--timeout", type=float, default=60.0,
-                         help="seconds without progress after which a task gives up on a peer "
-                              "(one that never came up, died, froze or is cut off), exiting "
-                              "with the retryable code %d" % RETRYABLE_EXIT_CODE)
 
 
 def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
@@ -229,58 +178,72 @@ def add_training_flags(parser, train_steps, learning_rate, batch_size=32):
     training.add_argument("--checkpoint_every", type=int, default=500,
                           help="with --log_dir, save a checkpoint every this many global steps")
     training.add_argument("--step_delay", type=float, default=0.0,
-                          help="seconds this task sleeps after each step: a deliberate straggler, "
-                               "for experiments and tests")
+                          help="seconds this task sleeps after each step: a deliberate "
+                               "straggler, or an emulated compute time (tools/emulate)")
     training.add_argument("--payload_mb", type=float, default=0.0,
                           help="emulation (tools/emulate): θ carries one more variable of this "
                                "many MiB, which the model does not use (a zero gradient), so "
                                "that every exchange carries its bytes")
-    training.add_argument("--steps_per_run", type=int, default=1,
-                          help="K: training steps per session.run, run one after the other in a "
-                               "tf.while_loop on the worker; each still reads θ, computes g and "
-                               "applies it, only K - 1 round trips are saved (faster). Progress, "
-                               "the stop check and checkpoints then come every K steps, and a "
-                               "worker may overshoot --train_steps by up to K - 1. With --window "
-                               "T, K must be a multiple of T. An example that cannot loop its "
-                               "step says why and refuses K > 1")
+
+
+def check_training_flags(parser, args):
+    """Every number in its range, said before any server starts."""
+    for name, most in (("train_steps", 10 ** 9), ("batch_size", 10 ** 6), ("log_every", 10 ** 9),
+                       ("checkpoint_every", 10 ** 9), ("seed", 2 ** 31 - 1)):
+        least = 0 if name == "seed" else 1
+        if not least <= getattr(args, name) <= most:
+            parser.error("--%s must be an integer from %d to %d, got %d"
+                         % (name, least, most, getattr(args, name)))
+    for name, most in (("learning_rate", float("inf")), ("step_delay", 3600.0),
+                       ("payload_mb", 4096.0)):
+        value = getattr(args, name)
+        if not (0 < value < most if name == "learning_rate" else 0 <= value <= most):
+            parser.error("--%s must be a finite number %s, got %g"
+                         % (name, "above 0" if name == "learning_rate" else
+                            "from 0 to %g" % most, value))
+
+
+# -- The cluster, from the flags or TF_CONFIG -----------------------------------------------------
+RETRYABLE_EXIT_CODE = 138  # "a peer was lost: start me again" (TFJob's ExitCode policy retries it)
+
+
+def uses_parameter_servers():
+    """False where the lesson sets PARAMETER_SERVERS = 0: the workers exchange among themselves."""
+    return globals().get("PARAMETER_SERVERS", 1) > 0
+
+
+def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
+    """The cluster's flags, then training's, with these defaults; the lesson adds its own."""
+    parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
+    add_cluster_flags(parser)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
+
+
+def add_cluster_flags(parser):
+    cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
+                                        "localhost:2224)" % ("one ps on localhost:2222"
+                                                             if uses_parameter_servers()
+                                                             else "no ps"))
+    cluster.add_argument("--job_name", choices=["ps", "worker"],
+                         help="this task's job: 'ps' holds the parameters, 'worker' trains")
+    cluster.add_argument("--task_index", type=int,
+                         help="this task's index within its job; worker 0 is the chief")
+    cluster.add_argument("--ps_hosts", help="comma-separated host:port of every parameter server")
+    cluster.add_argument("--worker_hosts", help="comma-separated host:port of every worker")
+    cluster.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds without progress after which a task gives up on a peer "
+                              "(one that never came up, died, froze or is cut off), exiting "
+                              "with the retryable code %d" % RETRYABLE_EXIT_CODE)
 
 
 def parse_example_flags(parser, argv):
-    """Parse and check the command line (or TF_CONFIG): every mistake is said before any server
-    starts."""
+    """The command line (or TF_CONFIG), every mistake said before any server starts."""
     args = parser.parse_args(argv)
     check_training_flags(parser, args)
     args.cluster, args.job_name, args.task_index = cluster_from_flags(parser, args)
     check_log_dir(parser, args)
     return args
-
-
-def check_training_flags(parser, args):
-    for name in ("train_steps", "batch_size", "log_every", "checkpoint_every", "steps_per_run"):
-        if getattr(args, name) <= 0:
-            parser.error("--%s must be a positive integer, got %d" % (name, getattr(args, name)))
-    if not args.learning_rate > 0:
-        parser.error("--learning_rate must be positive, got %g" % args.learning_rate)
-    for name in ("step_delay", "payload_mb"):
-        if not 0 <= getattr(args, name) < float("inf"):
-            parser.error("--%s must be a number >= 0, got %g" % (name, getattr(args, name)))
-    if args.steps_per_run > 1 and steps_per_run_refused():
-        parser.error("--steps_per_run %d: this example takes one step per session.run (%s): "
-                     "leave it at 1" % (args.steps_per_run, steps_per_run_refused()))
-    if args.steps_per_run > 1 and getattr(args, "window", 0) > 0 and (  # windows of T steps
-            args.steps_per_run % args.window):
-        parser.error("--steps_per_run %d must be a multiple of --window %d (a run of K steps "
-                     "makes K / T whole windows, each ending on an exchange with the ps)"
-                     % (args.steps_per_run, args.window))
-
-
-def steps_per_run_refused():
-    """Why this example takes one step per session.run only, or None where --steps_per_run K > 1
-    is built: its lesson sets MANY_STEPS_PER_RUN = True and builds its step with repeat(). Any
-    other script refuses K > 1, with the reason its lesson gives in ONE_STEP_PER_RUN_BECAUSE."""
-    if globals().get("MANY_STEPS_PER_RUN") is True:
-        return None
-    return globals().get("ONE_STEP_PER_RUN_BECAUSE", "its training loop is not built for it")
 
 
 def parse_host_list(parser, flag, text, needed=True):
@@ -295,17 +258,16 @@ def parse_host_list(parser, flag, text, needed=True):
 
 
 def cluster_from_flags(parser, args):
-    """Returns ({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags or, without
-    them, from the engine that started this task: TF_CONFIG (Kubeflow's TFJob) or Slurm."""
-    if not args.timeout > 0:
-        parser.error("--timeout must be positive, got %g" % args.timeout)
+    """({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags, or without them
+    from TF_CONFIG (Kubeflow's TFJob; under Slurm, Cluster-Engines/slurm gives the flags)."""
+    if not 0 < args.timeout < 10 ** 6:
+        parser.error("--timeout must be a number of seconds above 0 and below 10^6, got %g"
+                     % args.timeout)
     flags_given = any(getattr(args, name) is not None
                       for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
     if not flags_given and os.environ.get("TF_CONFIG"):
         ps_hosts, worker_hosts, job_name, task_index = cluster_from_tf_config(
             parser, os.environ["TF_CONFIG"])
-    elif not flags_given and os.environ.get("SLURM_JOB_ID") and os.environ.get("SLURM_PROCID"):
-        ps_hosts, worker_hosts, job_name, task_index = cluster_from_slurm(parser, os.environ)
     else:
         def given(value, default):
             return default if value is None else value
@@ -340,9 +302,8 @@ def cluster_from_flags(parser, args):
 
 
 def cluster_from_tf_config(parser, text):
-    """(ps hosts, worker hosts, job, index) from TF_CONFIG as Kubeflow's TFJob writes it (its
-    "environment" key is ignored). Worker 0 is the chief here and every worker evaluates, so the
-    operator's chief, master and evaluator roles are refused, saying what to declare instead."""
+    """(ps hosts, worker hosts, job, index) from TF_CONFIG as Kubeflow's TFJob writes it; worker 0
+    is the chief and every worker evaluates, so chief, master and evaluator roles are refused."""
     try:
         tf_config = json.loads(text)
         if isinstance(tf_config, dict) and "sparseCluster" in tf_config:
@@ -370,81 +331,12 @@ def cluster_from_tf_config(parser, text):
     return ps_hosts, worker_hosts, job_name, task_index
 
 
-def cluster_from_slurm(parser, environ):
-    """(ps hosts, worker hosts, job, index) of this task of a Slurm job step, one Slurm task per
-    TF task: the first $SLURM_PS_TASKS (default 1) are parameter servers, the others workers.
-    Every task works out every task's address alone, so they are where srun's default block
-    distribution puts them (node by node, in SLURM_STEP_NODELIST's order), and the i-th task on
-    a node listens on 16384 + (job id mod 512) * 32 + i: ports 16384-32767, below Linux's
-    ephemeral range, and two jobs that share a node collide only if their ids do mod 512."""
-    if not environ.get("SLURM_STEP_NODELIST"):
-        parser.error("Slurm: this is a job's batch script, not a task of a job step: start "
-                     "every task with srun (see Cluster-Engines/slurm/train.sbatch)")
-    try:
-        nodes = expand_hostlist(environ["SLURM_STEP_NODELIST"])
-        counts = expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
-        rank, job_id = int(environ["SLURM_PROCID"]), int(environ["SLURM_JOB_ID"])
-        here = (environ["SLURMD_NODENAME"], int(environ["SLURM_LOCALID"]))
-        ps_tasks = int(environ.get("SLURM_PS_TASKS", "1"))
-    except (ValueError, KeyError) as error:
-        parser.error("Slurm: cannot read the step's environment (%s: %s)"
-                     % (type(error).__name__, error))
-    if len(nodes) != len(counts) or not 0 < max(counts) <= 32:
-        parser.error("Slurm: SLURM_STEP_NODELIST=%s and SLURM_STEP_TASKS_PER_NODE=%s do not "
-                     "match, or a node has more than 32 tasks"
-                     % (environ["SLURM_STEP_NODELIST"], environ["SLURM_STEP_TASKS_PER_NODE"]))
-    placement = [(node, local) for node, count in zip(nodes, counts) for local in range(count)]
-    if not 0 < ps_tasks < len(placement):
-        parser.error("Slurm: SLURM_PS_TASKS=%d of %d tasks leaves no worker or no ps: give "
-                     "srun --ntasks more than SLURM_PS_TASKS" % (ps_tasks, len(placement)))
-    if not 0 <= rank < len(placement) or placement[rank] != here:
-        parser.error("Slurm: task %d runs on %s as local task %d, not where block distribution "
-                     "puts it: start the tasks with srun --distribution=block" % ((rank,) + here))
-    base = 16384 + job_id % 512 * 32
-    hosts = ["%s:%d" % (node, base + local) for node, local in placement]
-    job_name, task_index = ("ps", rank) if rank < ps_tasks else ("worker", rank - ps_tasks)
-    return ",".join(hosts[:ps_tasks]), ",".join(hosts[ps_tasks:]), job_name, task_index
-
-
-def expand_hostlist(text):
-    """Slurm's compressed host list ('node[01-03,7],gpu1') as names, in its order, as
-    `scontrol show hostnames` prints them (no process started: it may not be on every node)."""
-    names, start, depth = [], 0, 0
-    for at, char in enumerate(text + ","):
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            names += expand_host(text[start:at])
-            start = at + 1
-    if depth or not all(names):
-        raise ValueError("'%s' is not a Slurm host list" % text)
-    return names
-
-
-def expand_host(pattern):
-    """'a[1-2]b[08-09]' -> a1b08, a1b09, a2b08, a2b09: each range keeps its zero padding."""
-    head, bracket, rest = pattern.partition("[")
-    if not bracket:
-        return [pattern]
-    ranges, _, tail = rest.partition("]")
-    names = []
-    for item in ranges.split(","):
-        low, _, high = item.partition("-")
-        for number in range(int(low), int(high or low) + 1):
-            names += [head + str(number).zfill(len(low)) + name for name in expand_host(tail)]
-    return names
-
-
-def expand_tasks_per_node(text):
-    """'2(x3),1' -> [2, 2, 2, 1]: tasks on each node of the step, in the node list's order."""
-    counts = []
-    for item in text.split(","):
-        count, _, times = item.partition("(x")
-        counts += [int(count)] * int(times.rstrip(")") or 1)
-    return counts
-
-
 def is_chief(args):
     return args.job_name == "worker" and args.task_index == 0
+
+
+def task_name(job_name, task_index):
+    return "%s%d" % (job_name, task_index)
 
 
 def check_log_dir(parser, args):
@@ -465,8 +357,7 @@ def check_log_dir(parser, args):
 
 
 def claim_log_dir(args, who):
-    """Checkpoints of two runs in one --log_dir would interleave, so the chief holds a lock on it
-    for as long as it runs (the kernel drops it when the process ends, however it ends)."""
+    """The chief locks --log_dir while it runs (two runs' checkpoints would interleave)."""
     if not args.log_dir or not is_chief(args):
         return True
     args.log_dir_lock = open(os.path.join(args.log_dir, ".lock"), "a+")
@@ -484,14 +375,9 @@ def claim_log_dir(args, who):
     return True
 
 
-def task_name(job_name, task_index):
-    return "%s%d" % (job_name, task_index)
-
-
 def session_config(args):
-    """Few threads (the tasks share the machine's cores), bounded waits, and no chatter with
-    the other workers: a worker only needs the ps tasks and itself. Without a ps, worker 0
-    leads the collective ops' groups and holds the end-of-run queues."""
+    """Few threads, bounded waits, and no chatter with the other workers (without a ps, worker 0
+    leads the collective ops and holds the end-of-run queues)."""
     config = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2,
                             operation_timeout_in_ms=int(args.timeout * 1000),
                             device_filters=["/job:ps", "/job:%s/task:%d" % (args.job_name,
@@ -502,15 +388,10 @@ def session_config(args):
     return config
 
 
+# -- Liveness: who is silent, and for how long ----------------------------------------------------
 class Watchdog:
-    """Liveness by progress. A worker that has waited --timeout seconds without progress (a ps
-    or a peer that died, froze or is cut off) says which task is silent and exits with the
-    retryable code; TensorFlow alone could wait forever. Anything shorter (lost packets, a short
-    link flap, a ps restarted from its checkpoint) is ridden out: TensorFlow retries, and the
-    MonitoredSession re-creates a session it lost. Only waiting counts: time in which the
-    training thread computes (building the graph, loading data) or is ready to but has no CPU
-    (a crowded machine) is no sign of a silent peer. Meanwhile it sends the ps a heartbeat, so
-    that the ps can tell a frozen worker from a slow one."""
+    """Liveness by progress: a worker that waits --timeout s for a silent peer says which
+    one and exits with the retryable code; it also sends the ps a heartbeat."""
 
     def __init__(self, args, server):
         self.args, self.server = args, server
@@ -529,14 +410,12 @@ class Watchdog:
         self.progress_made = True  # (a flag: this runs at every step, so it must cost nothing)
 
     def stop(self):
-        """No more checks; the heartbeat's session is closed before the process exits (TF 2.x
-        aborts a process that exits while a thread of its still runs a session)."""
+        """No more checks; the heartbeat's session closes before the process exits."""
         self.stopped.set()
         self.heartbeat.join(heartbeat_interval(self.args) + 5.0)
 
     def busy(self):
-        """Seconds the training thread has run on a CPU or waited in the run queue for one
-        (Linux's schedstat), or 0 where that cannot be read: then all time counts as waiting."""
+        """Seconds the training thread ran or waited for a CPU (schedstat; 0 if unreadable)."""
         try:
             with open(self.trainer) as schedstat:
                 running, queued = schedstat.read().split()[:2]
@@ -586,8 +465,7 @@ def heartbeat_interval(args):
 
 
 def why_stuck(args, reached=None, server=None):
-    """Which task is silent, and whether it never came up or stopped answering (reached: the ps
-    tasks known to have been up; None: assume they were)."""
+    """Which task is silent, and whether it never came up or stopped answering."""
     down = unreachable(args.cluster, "ps")
     if down:  # a port that refused one connection may be busy: it is down if it refuses twice
         time.sleep(0.5)
@@ -596,7 +474,8 @@ def why_stuck(args, reached=None, server=None):
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
                        "stopped answering (its port takes no connection)"
-                       if reached is None or index in reached else "never came up (nothing listens on its port)") for index in down)
+                       if reached is None or index in reached
+                       else "never came up (nothing listens on its port)") for index in down)
     frozen = [index for index in range(len(args.cluster["ps"]))
               if server is not None and not answers(args, server, index)]
     if frozen:
@@ -613,8 +492,7 @@ def why_stuck(args, reached=None, server=None):
 
 
 def error_line(error):
-    """The line of a TensorFlow error that says what went wrong: its first, except in TF 2.x,
-    which opens with "Graph execution error:" and the failing node's stack, then "Node: '…'"."""
+    """The line of a TensorFlow error that says what went wrong (TF 1.x and 2.x)."""
     lines = [line.strip() for line in error.message.splitlines() if line.strip()]
     if lines and lines[0].startswith("Graph execution error"):
         after_node = [i + 1 for i, line in enumerate(lines) if line.startswith("Node: ")]
@@ -623,8 +501,7 @@ def error_line(error):
 
 
 def answers(args, server, ps_index, seconds=3.0):
-    """Whether a ps task answers a small request within a few seconds. It is asked from a
-    thread of its own: in TF 1.x, a session whose ps is frozen can block even as it closes."""
+    """Whether a ps task answers a small request within a few seconds (from a thread)."""
     answered = threading.Event()
 
     def ask():
@@ -639,7 +516,7 @@ def answers(args, server, ps_index, seconds=3.0):
 
 
 def unreachable(cluster, job_name):
-    """Indices of the tasks of a job whose port accepts no connection: how a dead peer is found."""
+    """Indices of a job's tasks whose port accepts no connection."""
     import errno
     dead = []
     for index, host in enumerate(cluster[job_name]):
@@ -658,10 +535,7 @@ def describe(cluster, job_name, indices):
 
 
 def status_queues(cluster):
-    """One queue per ps, on which each worker enqueues (its index, b"started") when it has
-    connected (again after a lost session), (its index, b"alive") as its heartbeat, and (its
-    index, b"done") when it has finished. The ps learns who is up from the workers themselves,
-    so even a worker that dies a moment after starting is accounted for."""
+    """One queue per ps on which each worker says b"started", b"alive" and b"done"."""
     workers = len(cluster["worker"])
     queues = []
     for index in range(len(cluster["ps"])):
@@ -672,20 +546,16 @@ def status_queues(cluster):
     return queues
 
 
+# -- The parameter server's lifecycle -------------------------------------------------------------
 def ready_queue():
-    """Closed by the chief once θ is initialized or restored: a closed, empty queue answers every
-    dequeue at once, so waiting workers wake up without polling, however late they start."""
+    """Closed by the chief once θ is ready: waiting workers wake up without polling."""
     with tf.device("/job:ps/task:0"):
         return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
 
 
 def run_parameter_server(args, server):
-    """Serve θ until every worker has said "done" and exited. (Exiting sooner could hang a
-    worker: in TF 1.x, closing a session whose ps is gone can block for good.) A worker whose
-    port stays closed for --timeout seconds after it said "started" but before "done" (time
-    for a cluster manager to start it again), or that sends no heartbeat for --timeout seconds
-    (frozen, cut off), is lost; once the others are done the ps names it and exits 1. A worker
-    that has not started within --timeout is named too."""
+    """Serve θ until every worker is done and gone; name a worker lost for
+    --timeout s (closed port or no heartbeat) or never started, and exit 1."""
     me = task_name("ps", args.task_index)
     everyone = set(range(len(args.cluster["worker"])))
     with tf.Graph().as_default():
@@ -739,10 +609,7 @@ def run_parameter_server(args, server):
 
 
 def tell_parameter_servers(args, server, status):
-    """Enqueue (this worker's index, status) on every ps: b"started" or b"done". A session
-    whose ps is not up yet retries once a second; watching the ports connects the moment they
-    open. An UnavailableError (a ps that is restarting, a connection that a restarted task's
-    previous process left behind) is retried with a new session; the Watchdog bounds it all."""
+    """Enqueue (this worker, status) on every ps, retried until the ps is up."""
     if not args.cluster["ps"]:
         return
     with tf.Graph().as_default():
@@ -769,37 +636,21 @@ def wait_until_chief_is_ready(args, server):
                 pass
 
 
+# -- Sessions: the chief initializes, restores or joins θ -----------------------------------------
 @contextlib.contextmanager
 def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, config=None):
-    """A MonitoredSession with the lifecycle every example shares; yields (session, loop).
-
-    The chief restores θ from --log_dir's newest intact checkpoint, or initializes it, and
-    writes checkpoints and TensorBoard summaries; the others wait until θ is ready. A session
-    lost with its ps (a restart) is re-created. Hooks with a stop() method are told when the
-    training loop ends, normally or not. At the end the ps hears "done". Without a ps, every
-    worker initializes its own variables (the chief: or restores them), a failed session is
-    not re-created (its peers' collective ops would not wait for a new one). Hooks with a
-    chief_joined() method are told when a restarted chief joins the live θ."""
+    """A MonitoredSession with the lifecycle every example shares; yields (sess, loop)."""
     hooks, scaffold = list(hooks), scaffold or tf.train.Scaffold()
     config = config or session_config(args)
     if is_chief(args):
-        hooks += [CloseReadyQueueHook()] if args.cluster["ps"] else []
+        hooks.append(CloseReadyQueueHook())
         if args.log_dir:
-            hooks += [SaveAtTheEndHook(args.log_dir, scaffold=scaffold,
-                                       save_steps=args.checkpoint_every)]
-    if not args.cluster["ps"]:
-        session = tf.train.SingularMonitoredSession(
-            hooks=hooks, scaffold=scaffold, master=server.target, config=config,
-            checkpoint_filename_with_path=is_chief(args) and newest_intact_checkpoint(args)
-            or None)
-    elif is_chief(args):
-        session = tf.train.MonitoredSession(
-            session_creator=ChiefSessionCreator(args, server, scaffold, config, hooks),
-            hooks=hooks)
+            hooks.append(SaveAtTheEndHook(args.log_dir, scaffold=scaffold,
+                                          save_steps=args.checkpoint_every))
+        creator = ChiefSessionCreator(args, server, scaffold, config, hooks)
     else:
-        session = tf.train.MonitoredSession(
-            session_creator=AfterTheChiefSessionCreator(args, server, scaffold, config),
-            hooks=hooks)
+        creator = AfterTheChiefSessionCreator(args, server, scaffold, config)
+    session = tf.train.MonitoredSession(session_creator=creator, hooks=hooks)
     with session as sess:
         loop = TrainingLoop(args, sess, graph, watchdog)
         try:
@@ -811,54 +662,8 @@ def training_session(args, server, graph, watchdog, hooks=(), scaffold=None, con
     tell_parameter_servers(args, server, b"done")
 
 
-class SaveAtTheEndHook(tf.train.CheckpointSaverHook):
-    """A checkpoint every --checkpoint_every global steps, and one when the session ends, always:
-    TensorFlow's hook skips that one where the global step is where it saved last, but without
-    a ps the global step is the chief's own counter, and its peers may step on after it stopped
-    (a resumed AD-PSGD run found worker1 at step 9 of 40)."""
-
-    def end(self, session):
-        self._timer.reset()  # (the step of the last save is forgotten: end() saves)
-        super().end(session)
-
-
-def finish_among_workers(args, server, watchdog):
-    """The end of a run without a ps (with one, the ps does this: nothing to do). A worker whose
-    collective op is done may still be read by a peer whose op is not (each fetches its inputs
-    from the others' servers), so nobody exits before all are done: each worker tells worker 0,
-    worker 0 waits for all of them and then releases them, and stays up until their ports have
-    closed (at most --timeout: their sessions still deregister from it as they close)."""
-    if args.cluster["ps"]:
-        return
-    workers = len(args.cluster["worker"])
-    with tf.Graph().as_default():
-        with tf.device("/job:worker/task:0"):
-            done = tf.FIFOQueue(workers, tf.int32, [[]], shared_name="done_queue",
-                                name="done_queue")
-            released = tf.FIFOQueue(1, tf.int32, shared_name="released_queue",
-                                    name="released_queue")
-        with tf.Session(server.target, config=session_config(args)) as sess:
-            sess.run(done.enqueue(args.task_index))
-            if not is_chief(args):
-                try:
-                    sess.run(released.dequeue())
-                except tf.errors.OutOfRangeError:
-                    return  # closed: every worker is done
-            sess.run(done.dequeue_many(workers))
-            sess.run(released.close())
-    deadline = time.monotonic() + args.timeout
-    while len(unreachable(args.cluster, "worker")) < workers - 1 and (
-            time.monotonic() < deadline):
-        watchdog.progress()
-        time.sleep(0.1)
-    print("[worker0] all %d workers are done; exiting" % workers, flush=True)
-
-
 class ChiefSessionCreator(tf.train.SessionCreator):
-    """The chief's session. A chief never overwrites a live θ: where the ps already holds it (the
-    chief was restarted while the others trained on), it joins like any worker, and tells the
-    hooks that have a chief_joined() method. Only where θ is not on the ps (a new cluster, a
-    restarted ps) does it restore --log_dir's newest intact checkpoint, or initialize θ."""
+    """The chief's session: it joins a live θ, or restores or initializes one."""
 
     def __init__(self, args, server, scaffold, config, hooks=()):
         self.args, self.server, self.scaffold, self.config = args, server, scaffold, config
@@ -889,9 +694,45 @@ def theta_on_the_ps(args, server, uninitialized=None):
     return True
 
 
+class AfterTheChiefSessionCreator(tf.train.SessionCreator):
+    """A non-chief's session, made once the chief has θ ready."""
+
+    def __init__(self, args, server, scaffold, config):
+        self.args, self.server = args, server
+        self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
+
+    def create_session(self):
+        # "started" to every ps at each (re-)created session, before the wait: a restarted ps
+        # that hears nothing from a worker within --timeout of its own start calls it never up,
+        # and the chief's restore may take that long (TF 2.x, a loaded machine).
+        tell_parameter_servers(self.args, self.server, b"started")
+        wait_until_chief_is_ready(self.args, self.server)
+        return self.worker.create_session()
+
+
+class CloseReadyQueueHook(tf.train.SessionRunHook):
+    """Closes the ready queue once the chief's session holds θ."""
+
+    def __init__(self):
+        queue = ready_queue()
+        self._is_closed, self._close = queue.is_closed(), queue.close()
+
+    def after_create_session(self, session, coord):
+        if not session.run(self._is_closed):
+            session.run(self._close)
+
+
+# -- Checkpoints ----------------------------------------------------------------------------------
+class SaveAtTheEndHook(tf.train.CheckpointSaverHook):
+    """A checkpoint every --checkpoint_every global steps, and always one at the end."""
+
+    def end(self, session):
+        self._timer.reset()  # (the step of the last save is forgotten: end() saves)
+        super().end(session)
+
+
 def newest_intact_checkpoint(args):
-    """The checkpoint to resume from: the newest one whose every tensor reads back. A damaged one
-    (a crash while writing, a full disk) is skipped, saying so."""
+    """The newest checkpoint whose every tensor reads back; damaged ones are skipped."""
     state = args.log_dir and tf.train.get_checkpoint_state(args.log_dir)
     if not state:
         return None
@@ -911,44 +752,10 @@ def newest_intact_checkpoint(args):
     return None
 
 
-class AfterTheChiefSessionCreator(tf.train.SessionCreator):
-    """A non-chief's session: it waits (without polling) until the chief has θ ready, so that
-    WorkerSessionCreator, which would poll every 30 s, finds it ready at its first look."""
-
-    def __init__(self, args, server, scaffold, config):
-        self.args, self.server = args, server
-        self.worker = tf.train.WorkerSessionCreator(scaffold, server.target, config)
-
-    def create_session(self):
-        # "started" to every ps at each (re-)created session, before the wait: a restarted ps
-        # that hears nothing from a worker within --timeout of its own start calls it never up,
-        # and the chief's restore may take that long (TF 2.x, a loaded machine).
-        tell_parameter_servers(self.args, self.server, b"started")
-        wait_until_chief_is_ready(self.args, self.server)
-        return self.worker.create_session()
-
-
-class CloseReadyQueueHook(tf.train.SessionRunHook):
-    """Run on the chief once its session has initialized, restored or joined θ. A restarted
-    chief finds the queue closed already: nothing to do."""
-
-    def __init__(self):
-        queue = ready_queue()
-        self._is_closed, self._close = queue.is_closed(), queue.close()
-
-    def after_create_session(self, session, coord):
-        if not session.run(self._is_closed):
-            session.run(self._close)
-
-
+# -- The training loop's bookkeeping --------------------------------------------------------------
 class TrainingLoop:
-    """The bookkeeping of every training loop, so that the lesson's loop shows the algorithm
-    alone: the global step, the watchdog's tick, a deliberate delay, a progress line and a point
-    of the accuracy curve every --log_every steps, and the RESULT line. Memory stays flat: only
-    the last --log_every losses are kept. With --log_dir each worker writes its TensorBoard
-    curves (the loss, as the progress line averages it, and the test accuracy) to a run of its
-    own, --log_dir/worker<i>: a point every --log_every local steps and one at the end, each at
-    its global step."""
+    """The loop's bookkeeping: the global step, the watchdog's tick, --step_delay, a
+    progress line and an accuracy point every --log_every steps (TensorBoard with --log_dir)."""
 
     def __init__(self, args, sess, graph, watchdog):
         self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
@@ -969,10 +776,7 @@ class TrainingLoop:
         return self.global_step < self.args.train_steps
 
     def step(self, loss, global_step=None):
-        """One session.run of local steps done: the loss of each step it made (one, or the
-        --steps_per_run K of a loop), and the global step after it if it returned one. The
-        progress line and the accuracy curve come at the first run that reaches or crosses a
-        multiple of --log_every local steps."""
+        """One session.run of local steps done: their losses, and the global step after it."""
         losses = np.ravel(loss)
         if global_step is not None:
             self.global_step = global_step
@@ -993,8 +797,7 @@ class TrainingLoop:
                   flush=True)
 
     def exchanged(self, global_step):
-        """An exchange with the ps that is not a local step (a commit, an elastic exchange):
-        the global step it returned, and a tick of the watchdog."""
+        """An exchange with the ps that is not a local step: its global step."""
         self.global_step = global_step
         self.watchdog.progress()
 
@@ -1019,6 +822,7 @@ class TrainingLoop:
         return 0
 
 
+# -- The RESULT line ------------------------------------------------------------------------------
 def report(args, who, local_steps, first_global_step, global_step, losses, test_accuracy,
            curve, started, **algorithm_fields):
     """The RESULT line: one JSON object that the launcher, the tests and the benchmark read."""
@@ -1030,15 +834,14 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
               "test_accuracy": round(float(test_accuracy), 4),
               "wall_seconds": round(seconds, 3),
               "steps_per_second": round(local_steps / seconds, 1) if seconds > 0 else None,
-              "steps_per_run": args.steps_per_run,
               "cpu_seconds": round(time.process_time(), 2), "curve": curve}
     result.update(algorithm_fields)
     print("[%s] RESULT %s" % (who, json.dumps(result)), flush=True)
 
 
+# -- Your data and model, as the algorithms use them ----------------------------------------------
 def worker_iterator(images, labels, worker, workers, batch_size, seed):
-    """This worker's shard of the training set, shuffled and batched inside the graph: each
-    get_next() op gives the next minibatch every time it runs."""
+    """This worker's shard of the training set, shuffled and batched in the graph."""
     shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
@@ -1050,12 +853,8 @@ def worker_batches(images, labels, worker, workers, batch_size, seed):
 
 
 class Model:
-    """Your load_data() and model(), as the algorithms use them. θ is the list of variables that
-    model() makes, in the order it asks for them (parameters()); an algorithm reads θ as tensors
-    (from the ps, a local copy, a replica) and calls model() again with those tensors in place
-    of its variables, through a custom getter (logits()), so that its gradients are taken with
-    respect to the values it really used. --payload_mb adds one more variable to θ that the
-    model does not use (its gradient is zero): every exchange then carries its bytes."""
+    """Your load_data() and model(), as the algorithms use them: θ is the list of variables
+    model() makes; model() is called again with θ's values (tensors) in their place."""
 
     def __init__(self, args):
         (train_images, train_labels), (test_images, test_labels) = load_data(args)
@@ -1070,9 +869,8 @@ class Model:
         tf.set_random_seed(args.seed)
 
     def parameters(self, scope=None, **variable_options):
-        """A set of model()'s variables, made where the device scope puts them: θ (in the
-        variable scope at hand), or a copy of it (under scope, with variable_options such as
-        collections=[tf.GraphKeys.LOCAL_VARIABLES], trainable=False)."""
+        """A set of model()'s variables where the device scope puts them: θ, or a copy of it
+        (under scope, with variable_options such as collections and trainable)."""
         requested = []
 
         def make(getter, name, *args, **kwargs):
@@ -1114,10 +912,8 @@ class Model:
 
 
 def check_model_and_data(args, who, workers):
-    """Whether load_data() and model() can train here, said before any server starts: the data
-    (empty, shapes, a shard per worker), model() (it builds, its logits fit the labels, every
-    variable is trainable and gets a gradient, one step's loss is finite) and a --log_dir
-    checkpoint of θ (the same variables and shapes). Every task checks, so all of them stop."""
+    """Whether load_data() and model() can train, said by every task before any
+    server starts: the data, the model's build, logits and gradients, a --log_dir checkpoint."""
     def bad(problem, advice):
         print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
         return False
@@ -1188,6 +984,7 @@ def check_model_and_data(args, who, workers):
     return True
 
 
+# -- Exchanges with the ps, one message per ps task -----------------------------------------------
 def pack(tensors):
     """Tensors as one flat vector (the inverse of unpack)."""
     return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
@@ -1207,11 +1004,8 @@ def by_ps_task(params):
 
 
 def read_from_the_ps(params):
-    """θ as this worker uses it. TensorFlow 1.x sends every tensor that crosses tasks as its own
-    RPC, so each ps task packs its variables into one vector, which reaches the worker as one
-    message and is cut back into tensors here. Each variable is read by an op made here, so
-    that the caller's control dependencies hold it back (a pull after a commit): a variable
-    used as it is would be read by the snapshot made with it, which waits for nothing."""
+    """θ as this worker uses it: one packed message per ps task, each variable read by
+    an op made here (so that the caller's control dependencies hold it back)."""
     theta = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
@@ -1222,198 +1016,8 @@ def read_from_the_ps(params):
     return theta
 
 
-def repeat(step, steps, stacked=None, until=None):
-    """--steps_per_run K. step() builds one training step (it reads θ, computes g on the next
-    minibatch and applies it, as the lesson says) and returns its ops as a dict: "train_op", the
-    global step after it, "loss", its minibatch's loss, and whatever else a test may fetch. With
-    K = 1 that dict, as it is. Otherwise {"train_op": the global step after the last, "loss":
-    the K losses, and the K values of every other output named in stacked ({name: dtype})} of
-    K such steps in one session.run, or fewer where until stops them: see steps_in_a_loop."""
-    if steps == 1:
-        return step()
-    return steps_in_a_loop(lambda index: step(), steps, stacked, until)
-
-
-def repeat_windows(local_step, commit, window, steps, stacked=None, start=None, until=None):
-    """--steps_per_run K in an example whose worker makes T local steps (a window) and then
-    commits. local_step() builds one local step and returns {"train_op": its update, "loss": its
-    loss, and what a test may fetch}; commit(update) builds, after that update, the window's end
-    (commit to the ps, pull θ) and returns the global step after it, or {"train_op": that global
-    step, and the commit's other outputs (a staleness, say), named in stacked ({name: dtype})}.
-    With K = 1: {"local_step": the update, "local_step_and_commit": the update then the commit,
-    "loss", the commit's outputs, ...}, and the lesson's loop picks one of the two per
-    session.run. Otherwise K is a multiple of T, so that every run starts a window and ends one
-    with a commit: {"local_step_and_commit": the global step after the last of K steps run in
-    one session.run, "loss": the K losses, and each output named in stacked, one per window:
-    K / T values}. It is a loop of K / T windows, each a loop of T - 1 local steps on this worker
-    alone, then the last local step and the commit: the ps takes part once per window, as with
-    K = 1 (a loop whose body reached the ps would exchange its control messages with the ps at
-    every local step). With start, a function that builds an op (a pull of θ, say), each window
-    runs that op before its first local step. With until, as in steps_in_a_loop, the loop also
-    ends after the window whose global step makes it true (a synchronous worker must not commit
-    past the last update), and returns the losses and outputs of the windows it ran."""
-    names = sorted((stacked or {}).items())
-
-    def commit_after(update):
-        committed = commit(update)
-        return committed if isinstance(committed, dict) else {"train_op": committed}
-
-    if steps == 1:
-        ops = local_step()
-        update = ops.pop("train_op")
-        committed = commit_after(update)
-        return dict(ops, local_step=update, local_step_and_commit=committed.pop("train_op"),
-                    **committed)
-
-    def one_window(index, _, losses, *arrays):
-        def inside_the_window(step, losses):
-            ops = local_step()
-            with tf.control_dependencies([ops["train_op"], ops["loss"]]):
-                return step + 1, losses.write(index * window + step, ops["loss"])
-
-        with tf.control_dependencies([start()] if start else []):
-            first = tf.constant(0)
-        last, losses = tf.while_loop(lambda step, _: step < window - 1, inside_the_window,
-                                     [first, losses], parallel_iterations=1, back_prop=False)
-        with tf.control_dependencies([last]):
-            ops = local_step()
-        committed = commit_after(ops["train_op"])
-        with tf.control_dependencies([ops["loss"]] + list(committed.values())):
-            losses = losses.write(index * window + last, ops["loss"])
-            arrays = [array.write(index, committed[name])
-                      for array, (name, _) in zip(arrays, names)]
-            return (index + 1, tf.identity(committed["train_op"]), losses, *arrays)
-
-    windows = steps // window
-    ran, global_step, losses, *arrays = tf.while_loop(
-        lambda index, global_step, *_: another_iteration(index, windows, global_step, until),
-        one_window,
-        [tf.constant(0), tf.constant(0, tf.int64), kept_here(tf.float32, steps)]
-        + [kept_here(dtype, windows) for _, dtype in names],
-        parallel_iterations=1, back_prop=False)
-    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
-                local_step_and_commit=global_step, loss=losses.gather(tf.range(ran * window)))
-
-
-def steps_in_a_loop(step, steps, stacked=None, until=None):
-    """A tf.while_loop on this worker that runs step(index) for index 0 … steps - 1, one after
-    the other, in a single session.run; step returns {"train_op": the global step after it,
-    "loss": its loss}. Each step starts when the one before has ended (data and control
-    dependencies, one iteration at a time), so it reads θ as that one left it: K steps leave θ
-    and the global step exactly as K runs of one. Only the K - 1 round trips between this
-    process and the servers are saved. Variables, and an optimizer's slots, must exist before,
-    or be made by the optimizer outside the loop (TF 1.x's optimizers do): the loop's body
-    builds ops only. With until, a function of the global step after a step that returns a bool
-    tensor, the loop also ends after the step where it is true (a synchronous worker must not
-    step past the last update). Returns {"train_op": the global step after the last, "loss": the
-    losses, and the values of each step's other outputs named in stacked, {name: dtype}}, of the
-    steps it ran.
-
-    Where each step waits for the one before matters for speed. Each task runs its part of the
-    loop one iteration at a time (parallel_iterations=1): the ps starts a step's read of θ only
-    once its part of the step before, the update, is done. So the worker need not wait for the
-    update: the loop variable that carries the global step from one iteration to the next lives
-    on the ps, beside global_step (see beside_its_input), and an iteration costs one round trip
-    (θ to the worker, its gradient back, with the loop's go-on alongside) instead of two (the
-    new global step to the worker before its next iteration could start, then the go-ahead for
-    the next read back to the ps). With until, which needs each step's global step to decide
-    whether to go on, the loop's go-on is decided on the ps too, and the worker receives it with
-    θ. Nothing else crosses: the worker counts its own writes of the losses, which wait for the
-    losses only, and each task's ops that take no input start on a go-ahead of its own
-    (local_go_ahead)."""
-    names = sorted(dict({"loss": tf.float32}, **(stacked or {})).items())
-    global_step = tf.train.get_global_step()
-    on = global_step.device if global_step is not None else None
-    control = on if until is not None else None  # where the iteration count and go-on are
-
-    def on_the(device):  # (suppress(): no device scope)
-        return tf.device(device) if device else contextlib.suppress()
-
-    def body(index, step_so_far, written, *arrays):
-        made = len(tf.get_default_graph().get_operations())
-        anchors = [step_so_far, written] + [array.flow for array in arrays]
-        ops = step(index)
-        arrays = tuple(array.write(written, ops[name]) for array, (name, _) in zip(arrays, names))
-        with on_the(control):
-            following = index + 1
-        written += 1
-        if on:
-            with tf.device(on):  # (it is there already where the step's global step is)
-                after = (following, tf.identity(ops["train_op"]), written) + arrays
-        else:
-            with tf.control_dependencies([ops["train_op"]] + [ops[name] for name, _ in names]):
-                after = (following, tf.identity(ops["train_op"]), written) + arrays
-        local_go_ahead(tf.get_default_graph().get_operations()[made:], index, anchors)
-        return after
-
-    def go_on(index, global_step, *_):
-        with on_the(control):
-            return another_iteration(index, steps, global_step, until)
-
-    with on_the(on):
-        first = tf.constant(0, tf.int64)
-    with on_the(control):
-        counted = tf.constant(0)
-    with tf.device(beside_its_input):
-        ran, global_step, _, *arrays = tf.while_loop(
-            go_on, body, [counted, first, tf.constant(0)]
-            + [kept_here(dtype, steps) for _, dtype in names],
-            parallel_iterations=1, back_prop=False)
-    return dict({name: array.gather(tf.range(ran)) for array, (name, _) in zip(arrays, names)},
-                train_op=global_step)
-
-
-def local_go_ahead(ops, pivot, anchors):
-    """In a tf.while_loop's body, an op that takes nothing from the loop (a constant, a read
-    of the input pipeline, a critical section's lock) runs in each iteration on a control edge
-    from the loop's pivot, the first loop variable: the iteration has begun. On another task
-    than the pivot's, that edge is one more message per iteration, sent for nothing: such an
-    op (of ops, those the body made) takes instead the go-ahead of a loop variable of anchors
-    (tensors in the body) on its own device, where there is one, which says the same."""
-    local = {anchor.device: anchor.op for anchor in anchors if anchor.device != pivot.device}
-    for op in ops:
-        if pivot.op in op.control_inputs and op.device in local:
-            others = [control for control in op.control_inputs if control is not pivot.op]
-            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it, and the others)
-            for control in others + [local[op.device]]:
-                op._add_control_input(control)
-
-
-def kept_here(dtype, size):
-    """A TensorArray for a loop's outputs that stays on this worker, where the loop's caller
-    reads them, even for values made on the ps (a staleness, say). By default a TensorArray
-    goes where its first value is made, and its index and flow would then cross to the ps at
-    every write."""
-    return tf.TensorArray(dtype, size, colocate_with_first_write_call=False)
-
-
-def another_iteration(index, iterations, global_step, until):
-    """A loop's condition: fewer than `iterations` made, and, with until, none yet whose global
-    step makes until true (the first iteration always runs)."""
-    if until is None:
-        return index < iterations
-    return tf.logical_and(index < iterations, tf.logical_or(
-        tf.equal(index, 0), tf.logical_not(until(global_step))))
-
-
-def beside_its_input(op):
-    """A device function for the ops that tf.while_loop makes for each loop variable (Enter,
-    Merge, Switch, NextIteration, Exit and the Identity the body receives) and for its
-    predicate (LoopCond): on the device of their input, where the loop's caller left them
-    unplaced. Every other op keeps the device its own scope gives it."""
-    loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
-            "RefSwitch", "RefNextIteration", "RefExit", "LoopCond")
-    if op.device or not op.inputs:
-        return op.device
-    if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",
-                                                                           "RefSwitch"):
-        return op.inputs[0].device
-    return op.device
-
-
 def apply_on_the_ps(optimizer, gradients, params):
-    """optimizer.apply_gradients(zip(gradients, params)), run on the ps next to θ, with the
-    gradients packed on this worker into one message per ps task."""
+    """optimizer.apply_gradients on the ps, the gradients packed in one message."""
     arrived, updates = sent_to_the_ps(gradients, params), []
     for device, indices in by_ps_task(params):
         with tf.device(device):
@@ -1422,9 +1026,7 @@ def apply_on_the_ps(optimizer, gradients, params):
 
 
 def sent_to_the_ps(tensors, params):
-    """tensors, one shaped like each variable of params, as the ps tasks that hold those
-    variables receive them: packed on this worker into one message per ps task (as θ comes in
-    read_from_the_ps) and cut back into tensors there."""
+    """Tensors shaped like params, as the ps tasks receive them: one message per task."""
     arrived = [None] * len(params)
     for device, indices in by_ps_task(params):
         on_ps = [params[i] for i in indices]
@@ -1435,11 +1037,9 @@ def sent_to_the_ps(tensors, params):
     return arrived
 
 
+# -- main -----------------------------------------------------------------------------------------
 def take_the_hard_descriptor_limit():
-    """A TF 1.15 gRPC server out of file descriptors stops serving the connections it has
-    ("Failed accept4: Too many open files", and no step completes), and a ps holds connections
-    from every worker and session, and from whoever else reaches its port. So every task raises
-    its soft limit (often 1024) to the hard one."""
+    """A gRPC server out of file descriptors stops serving (TF 1.15): raise the soft limit."""
     import resource  # (here, not at the top: the lesson's imports are the lesson's)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     try:
@@ -1462,17 +1062,13 @@ def main(argv=None):
     watchdog = Watchdog(args, server)
     try:
         # "started" at once, before a session that may wait for the chief, so that the ps
-        # accounts for a worker that dies while it waits; the session creators say it again
-        # for every session (re-)created, which a restarted ps needs to hear.
+        # accounts for a worker that dies while it waits.
         tell_parameter_servers(args, server, b"started")
-        code = train(args, server, watchdog)
-        finish_among_workers(args, server, watchdog)
-        return code
+        return train(args, server, watchdog)
     except tf.errors.AbortedError as error:  # a monitored session re-creates itself instead
-        lost = ("a ps was restarted" if args.cluster["ps"]
-                else "a peer worker was restarted or ended")
-        print("[%s] error: %s under this worker's session, which cannot be re-created here; "
-              "start this worker again (%s)" % (who, lost, error_line(error)), file=sys.stderr)
+        print("[%s] error: a ps was restarted under this worker's session, which cannot be "
+              "re-created here; start this worker again (%s)" % (who, error_line(error)),
+              file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),

@@ -1,0 +1,89 @@
+# only where there is a ps
+# -- The parameter server's lifecycle -------------------------------------------------------------
+def ready_queue():
+    """Closed by the chief once θ is ready: waiting workers wake up without polling."""
+    with tf.device("/job:ps/task:0"):
+        return tf.FIFOQueue(1, tf.int32, shared_name="ready_queue", name="ready_queue")
+
+
+def run_parameter_server(args, server):
+    """Serve θ until every worker is done and gone; name a worker lost for
+    --timeout s (closed port or no heartbeat) or never started, and exit 1."""
+    me = task_name("ps", args.task_index)
+    everyone = set(range(len(args.cluster["worker"])))
+    with tf.Graph().as_default():
+        queue = status_queues(args.cluster)[args.task_index]
+        waiting, dequeue = queue.size(), queue.dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            started, done, closed_since, heard, silent = set(), set(), {}, {}, set()
+            while True:
+                time.sleep(0.2)  # between looks at the ports and the queue
+                # The ports first, then the queue: a worker whose port was already closed has
+                # said all it ever will. Only this ps dequeues, so taking what size() counted
+                # never waits. (Do not poll with a dequeue that times out: in TF 1.x one that
+                # times out just as an item arrives can take the item, and it is lost.)
+                down = set(unreachable(args.cluster, "worker"))
+                for _ in range(sess.run(waiting)):
+                    index, status = sess.run(dequeue)
+                    heard[int(index)] = time.monotonic()
+                    (done if status == b"done" else started).add(int(index))
+                    all_done_at = time.time()
+                if done == everyone:
+                    if down == everyone or time.time() - all_done_at > args.timeout:
+                        break
+                    continue
+                closed_since = {index: closed_since.get(index, time.monotonic())
+                                for index in (down & started) - done}
+                frozen = {index for index in started - done - down
+                          if time.monotonic() - heard[index] > args.timeout}
+                for index in sorted(frozen - silent):
+                    print("[%s] %s stopped answering: no heartbeat for %g s (--timeout), yet "
+                          "its port is open (frozen or cut off)"
+                          % (me, describe(args.cluster, "worker", [index]), args.timeout),
+                          file=sys.stderr, flush=True)
+                silent = frozen
+                lost = sorted(frozen | {index for index, since in closed_since.items()
+                                        if time.monotonic() - since > args.timeout})
+                never_up = sorted(everyone - started - done)
+                if lost and len(done) + len(lost) == len(everyone):
+                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
+                          % (me, describe(args.cluster, "worker", lost), len(done),
+                             len(everyone)), file=sys.stderr)
+                    return 1
+                if never_up and time.time() - STARTED > args.timeout:
+                    print("[%s] error: %s never came up within %g s (--timeout)"
+                          % (me, describe(args.cluster, "worker", never_up), args.timeout),
+                          file=sys.stderr)
+                    return 1
+    print("[%s] all %d worker%s done; exiting (%.2f s of CPU time)"
+          % (me, len(everyone), " is" if len(everyone) == 1 else "s are", time.process_time()),
+          flush=True)
+    return 0
+
+
+def tell_parameter_servers(args, server, status):
+    """Enqueue (this worker, status) on every ps, retried until the ps is up."""
+    if not args.cluster["ps"]:
+        return
+    with tf.Graph().as_default():
+        enqueues = [queue.enqueue((args.task_index, status))
+                    for queue in status_queues(args.cluster)]
+        while True:
+            while unreachable(args.cluster, "ps"):
+                time.sleep(0.05)
+            try:
+                with tf.Session(server.target, config=session_config(args)) as sess:
+                    return sess.run(enqueues)
+            except tf.errors.UnavailableError:
+                time.sleep(0.1)
+
+
+def wait_until_chief_is_ready(args, server):
+    """A non-chief worker blocks on the ready queue until the chief closes it."""
+    with tf.Graph().as_default():
+        dequeue = ready_queue().dequeue()
+        with tf.Session(server.target, config=session_config(args)) as sess:
+            try:
+                sess.run(dequeue)
+            except tf.errors.OutOfRangeError:
+                pass

@@ -1,0 +1,143 @@
+# -- Your data and model, as the algorithms use them ----------------------------------------------
+def worker_iterator(images, labels, worker, workers, batch_size, seed):
+    """This worker's shard of the training set, shuffled and batched in the graph."""
+    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
+    return tf.data.make_one_shot_iterator(shard.batch(batch_size))
+
+
+def worker_batches(images, labels, worker, workers, batch_size, seed):
+    """This worker's next minibatch (images, labels): see worker_iterator."""
+    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
+
+
+class Model:
+    """Your load_data() and model(), as the algorithms use them: θ is the list of variables
+    model() makes; model() is called again with θ's values (tensors) in their place."""
+
+    def __init__(self, args):
+        (train_images, train_labels), (test_images, test_labels) = load_data(args)
+        self.train_images, self.test_images = (np.asarray(train_images, np.float32),
+                                               np.asarray(test_images, np.float32))
+        self.train_labels, self.test_labels = (np.asarray(train_labels, np.int64),
+                                               np.asarray(test_labels, np.int64))
+        self.classes = int(max(self.train_labels.max(initial=0),
+                               self.test_labels.max(initial=0))) + 1
+        self.payload = int(args.payload_mb * 2 ** 18)  # (float32 elements)
+        self.order = None  # which variable of θ each of model()'s requests gets
+        tf.set_random_seed(args.seed)
+
+    def parameters(self, scope=None, **variable_options):
+        """A set of model()'s variables where the device scope puts them: θ, or a copy of it
+        (under scope, with variable_options such as collections and trainable)."""
+        requested = []
+
+        def make(getter, name, *args, **kwargs):
+            requested.append(getter(name, *args, **dict(kwargs, **variable_options)))
+            return requested[-1]
+
+        with tf.variable_scope(scope or tf.get_variable_scope(), custom_getter=make):
+            model(tf.placeholder(tf.float32, (None,) + self.train_images.shape[1:]),
+                  self.classes)
+            made = list(collections.OrderedDict.fromkeys(requested))
+            self.order = [made.index(variable) for variable in requested]
+            if self.payload:
+                made.append(tf.get_variable("payload", initializer=tf.zeros([self.payload]),
+                                            **variable_options))
+        return made
+
+    def logits(self, theta, images):
+        """model(images), each of its variables replaced by the tensor of θ at its place."""
+        given = iter([theta[i] for i in self.order])
+
+        def use_theta(getter, name, *args, **kwargs):
+            return next(given)
+
+        with tf.variable_scope(tf.get_variable_scope(), custom_getter=use_theta):
+            return model(images, self.classes)
+
+    def loss(self, theta, images, labels):
+        """The mean softmax cross-entropy of a minibatch (+ 0·Σ payload: a zero gradient)."""
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=self.logits(theta, images)))
+        return loss + 0.0 * tf.reduce_sum(theta[-1]) if self.payload else loss
+
+    def accuracy(self, theta, images=None, labels=None):
+        """The share of images (by default the test set) whose largest logit is their label."""
+        if images is None:
+            images, labels = self.test_images, self.test_labels
+        predictions = tf.argmax(self.logits(theta, images), axis=1)
+        return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
+
+
+def check_model_and_data(args, who, workers):
+    """Whether load_data() and model() can train, said by every task before any
+    server starts: the data, the model's build, logits and gradients, a --log_dir checkpoint."""
+    def bad(problem, advice):
+        print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
+        return False
+
+    with tf.Graph().as_default():
+        try:
+            net = Model(args)
+        except Exception as error:  # (the user's load_data: any error, said in one line)
+            return bad("load_data() failed (%s: %s)" % (type(error).__name__, error),
+                       "fix load_data in the script")
+        train, test = net.train_images, net.test_images
+        if len(train) < workers or len(test) == 0 or len(train) != len(net.train_labels) or (
+                len(test) != len(net.test_labels)):
+            return bad("load_data() gave %d training examples (%d labels) for %d workers and "
+                       "%d test examples (%d labels)" % (len(train), len(net.train_labels),
+                                                         workers, len(test),
+                                                         len(net.test_labels)),
+                       "every worker needs a shard and every image a label")
+        if train.shape[1:] != test.shape[1:] or min(net.train_labels.min(),
+                                                     net.test_labels.min()) < 0:
+            return bad("training images of shape %s, test images of shape %s, smallest label "
+                       "%d" % (train.shape[1:], test.shape[1:],
+                               min(net.train_labels.min(), net.test_labels.min())),
+                       "images must have one shape and labels be 0 ... classes - 1")
+        try:
+            theta = net.parameters()
+            loss = net.loss(theta, train[:8], net.train_labels[:8])
+            width = net.logits(theta, train[:8]).shape[-1]
+        except Exception as error:
+            return bad("model(images of shape %s, %d classes) failed (%s: %s)"
+                       % ((None,) + train.shape[1:], net.classes, type(error).__name__,
+                          str(error).splitlines()[0] if str(error) else ""),
+                       "fix model in the script")
+        others = sorted({v.op.name for v in tf.global_variables()} - {v.op.name for v in theta})
+        if others or tf.get_collection(tf.GraphKeys.UPDATE_OPS):
+            return bad("model() makes state that is not a trained parameter (%s)"
+                       % ", ".join(others or ["update ops"]),
+                       "use trainable variables only (no batch normalization's moving averages)")
+        if width != net.classes:
+            return bad("model() returns %s logits per image for %d classes (labels 0 ... %d)"
+                       % (width, net.classes, net.classes - 1),
+                       "its last layer must have `classes` units")
+        gradients = tf.gradients(loss, theta)
+        no_gradient = [v.op.name for v, g in zip(theta, gradients) if g is None]
+        if no_gradient:
+            return bad("model() makes variables that get no gradient: %s"
+                       % ", ".join(no_gradient),
+                       "use every variable in the logits, or do not make it")
+        with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
+                                              inter_op_parallelism_threads=1)) as sess:
+            sess.run(tf.global_variables_initializer())
+            if not np.isfinite(sess.run(loss)):
+                return bad("the loss of model() at its initial θ is not finite",
+                           "check load_data's values and model's initial values")
+        checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
+        if checkpoint:
+            try:
+                saved = tf.train.NewCheckpointReader(checkpoint).get_variable_to_shape_map()
+            except (tf.errors.OpError, ValueError):
+                return True  # (a damaged checkpoint: the chief skips it, saying so)
+            differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
+                                                 saved.get(v.op.name, "none"))
+                      for v in theta if saved.get(v.op.name) != v.shape.as_list()]
+            if differ:
+                return bad("--log_dir %s holds a checkpoint of another model: %s"
+                           % (args.log_dir, "; ".join(differ)),
+                           "give this model its own --log_dir")
+    return True
