@@ -1,9 +1,11 @@
-"""The READMEs name only paths that exist, and the results they show are the benchmark's."""
+"""The README, the docs and the folder READMEs name only paths and headings that exist, the
+README stays a front door, and the results it shows are the benchmark's."""
 import glob
 import json
 import os
 import re
 import sys
+import unicodedata
 
 import pytest
 
@@ -15,11 +17,18 @@ import compare
 # Files the project's tools write when run (named in the READMEs, not part of the repository).
 TOOL_OUTPUTS = {compare.RAW_FILE, compare.MARKDOWN_FILE, compare.CSV_FILE, compare.ACCURACY_PLOT,
                 compare.SCALING_PLOT, compare.STRAGGLER_PLOT}
+# Pages that are being written beside this one; a link to one may stand before the page exists,
+# and is checked like any other once it does.
+BEING_WRITTEN = {"docs/appendix.md", "docs/emulation.md"}
 
-READMES = sorted(glob.glob(os.path.join(ROOT, "README.md"))
-                 + glob.glob(os.path.join(ROOT, "*", "README.md")))
+README = os.path.join(ROOT, "README.md")
+READMES = sorted(glob.glob(README) + glob.glob(os.path.join(ROOT, "*", "README.md"))
+                 + glob.glob(os.path.join(ROOT, "docs", "*.md")))
 LINK = re.compile(r"\]\(([^)#\s]+)")
 CODE_PATH = re.compile(r"`([\w./-]+\.(?:py|sh|ipynb|txt|json|md))`")
+ANCHOR_LINK = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
+MAX_README_LINES = 350
 
 
 def named_paths(readme):
@@ -28,18 +37,140 @@ def named_paths(readme):
     return links, CODE_PATH.findall(text)
 
 
+def being_written(path):
+    return os.path.relpath(os.path.normpath(path), ROOT) in BEING_WRITTEN
+
+
 @pytest.mark.parametrize("readme", READMES, ids=lambda path: os.path.relpath(path, ROOT))
 def test_every_path_a_readme_names_exists(readme):
     folder = os.path.dirname(readme)
     links, code_paths = named_paths(readme)
-    missing = [link for link in links if not os.path.exists(os.path.join(folder, link))]
+    missing = [link for link in links if not os.path.exists(os.path.join(folder, link))
+               and not being_written(os.path.join(folder, link))]
     # A file named in code may be relative to the README's folder or to the repository root,
     # or be a file inside the folder named by the example's own README.
     missing += [path for path in code_paths if path not in TOOL_OUTPUTS
                 and not any(os.path.exists(os.path.join(base, path))
                            for base in (folder, ROOT))
-                and not glob.glob(os.path.join(ROOT, "*", path))]
+                and not glob.glob(os.path.join(ROOT, "*", path))
+                and not being_written(os.path.join(ROOT, path))]
     assert missing == []
+
+
+def slug(heading):
+    """The anchor GitHub gives a heading: its text without Markdown, lower case, punctuation
+    and symbols dropped, spaces made hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    kept = "".join(c for c in text if c in " -" or unicodedata.category(c)[0] in "LNM"
+                   or unicodedata.category(c) == "Pc")
+    return kept.replace(" ", "-")
+
+
+def anchors(markdown_file):
+    """Every anchor of a Markdown file's headings, a repeated one numbered as GitHub does."""
+    seen, found = {}, set()
+    text = re.sub(r"```.*?```", "", open(markdown_file).read(), flags=re.S)
+    for heading in HEADING.findall(text):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else "%s-%d" % (base, count))
+    return found
+
+
+def test_a_heading_slug_is_githubs():
+    assert slug("K steps per session.run (`--steps_per_run`)") == (
+        "k-steps-per-sessionrun---steps_per_run")
+    assert slug("Backup workers: what they buy") == "backup-workers-what-they-buy"
+    assert slug("θ on the ps, × 2 → [AGN](AGN/)") == "θ-on-the-ps--2--agn"
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda path: os.path.relpath(path, ROOT))
+def test_every_heading_a_link_names_exists(readme):
+    """A link to a section (`file.md#section`, or `#section` in the same file) lands on a
+    heading of that file: moving a section to docs/ must not leave a link behind."""
+    folder = os.path.dirname(readme)
+    missing = []
+    for target, fragment in ANCHOR_LINK.findall(open(readme).read()):
+        if "://" in target or target and not target.endswith(".md"):
+            continue
+        path = os.path.normpath(os.path.join(folder, target)) if target else readme
+        if not os.path.exists(path) and being_written(path):
+            continue
+        if fragment not in anchors(path):
+            missing.append("%s#%s" % (target, fragment))
+    assert missing == []
+
+
+def test_the_readme_is_a_front_door():
+    """At most 350 lines; the reference lives in docs/ and tests/README.md."""
+    lines = open(README).read().count("\n")
+    assert lines <= MAX_README_LINES, "README.md has %d lines" % lines
+
+
+def test_the_readme_keeps_the_set_up_and_quick_start_commands():
+    commands = [line.split("#")[0].strip() for line in open(README) if line.startswith("    ")]
+    for command in ("bash setup.sh", "bash setup.sh test", "cd Hogwild && bash run.sh",
+                    "WORKERS=4 bash run.sh --train_steps 4000",
+                    "PYTHON=../.venv-tf2/bin/python bash run.sh"):
+        assert command in commands, command
+    assert os.path.isfile(os.path.join(ROOT, "Hogwild", "run.sh"))
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda path: os.path.relpath(path, ROOT))
+def test_no_dated_history(readme):
+    """Reference that stays true: git log keeps the history, not "since 2026-12-02"."""
+    assert re.findall(r"\b(?:since|until|before|after) (?:\d{4}-\d\d-\d\d|\d\d?:\d\d)",
+                      open(readme).read()) == []
+
+
+def test_steps_per_run_is_taught_in_distributed_setup_alone():
+    """--steps_per_run pays only on a toy-sized step, so only Distributed-Setup keeps it (and
+    docs/performance.md, which points there, and tests/README.md, which says what tests it)."""
+    allowed = {"Distributed-Setup/README.md", "docs/performance.md", "tests/README.md"}
+    naming = [os.path.relpath(path, ROOT) for path in READMES
+              if "--steps_per_run" in open(path).read()]
+    assert sorted(set(naming) - allowed) == []
+
+
+def choosing_table():
+    """The header and rows of the README's table under "Choosing an algorithm"."""
+    text = open(README).read()
+    section = text[text.index("## Choosing an algorithm"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("|")]
+    return rows[0], [row for row in rows[2:]]
+
+
+def test_the_choosing_table_shows_what_the_benchmark_last_recorded():
+    """The measured columns of "Choosing an algorithm" are the results block's numbers, for
+    every example in it; after `tools/benchmark.py --readme`, update them too."""
+    with open(benchmark.RECORD) as record:
+        summaries = json.load(record)["summaries"]
+    measured = {"test accuracy": ("test_accuracy", 4),
+                "launch → %.2f s" % benchmark.TARGET_ACCURACY: ("launch_to_target_seconds", 1),
+                "steps/s together": ("aggregate_steps_per_second", 0),
+                "× the one-process wall": (None, 2)}
+    header, rows = choosing_table()
+    columns = [(i, name) for i, name in enumerate(header) if name in measured]
+    assert columns, "the table has measured columns"
+    entries = sorted(s["entry"] for s in summaries)
+    shown, wrong = set(), []
+    for row in rows:
+        target = re.search(r"\]\(([^)]+)\)", row[0]).group(1).rstrip("/")
+        entry = next(e for e in entries if e == target or e.startswith(target + "/"))
+        summary = next(s for s in summaries if s["entry"] == entry)
+        shown.add(entry.split("/")[0])
+        for i, name in columns:
+            key, digits = measured[name]
+            value = (benchmark.wall_ratio(summary, summaries) if key is None
+                     else summary[key])
+            if row[i] != benchmark.fmt(value, digits):
+                wrong.append("%s, %s: %s, the record says %s"
+                             % (entry, name, row[i], benchmark.fmt(value, digits)))
+    assert wrong == []
+    assert sorted(shown) == sorted({e.split("/")[0] for e in entries})
 
 
 def test_the_results_table_is_the_one_the_benchmark_last_recorded():
