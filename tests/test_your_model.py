@@ -135,3 +135,14 @@ def test_the_default_split_is_a_fifth_for_testing_and_the_classes_come_from_the_
     net = module.Model(args)
     assert (len(net.train_images), len(net.test_images)) == (1437, 360)
     assert net.classes == 10 and net.train_images.shape[1:] == (64,)
+
+
+def test_the_readme_shows_the_cnn_as_its_diff_against_the_shipped_model():
+    import difflib
+    from shared_helpers import definitions
+    shipped = definitions(open(example("Hogwild/Hogwild.py")).read())["model"]
+    diff = list(difflib.unified_diff(shipped.splitlines(), CNN.rstrip("\n").splitlines(),
+                                     lineterm="", n=1))[2:]
+    readme = open(example("README.md")).read()
+    shown = re.search(r"byom-diff.*?```diff\n(.*?)\n```", readme, re.S).group(1)
+    assert shown.splitlines() == diff
