@@ -334,6 +334,11 @@ def cluster_from_flags(parser, args):
         ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
         worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
         job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+        if args.job_name is None or args.task_index is None:  # who this is, said first
+            print("[%s%d] no %s given: this task is %s %d" % (
+                job_name, task_index, " or ".join(flag for flag, value in (
+                    ("--job_name", args.job_name), ("--task_index", args.task_index))
+                    if value is None), job_name, task_index), file=sys.stderr, flush=True)
     cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
     if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
@@ -717,17 +722,25 @@ class TrainingLoop:
         logged = self.local_steps // self.args.log_every
         self.local_steps += len(losses)
         self.losses.extend(losses)
+        if not np.isfinite(losses).all():
+            print("[%s] error: the loss is %s at local step %d (global %d): lower "
+                  "--learning_rate, or check load_data and model" % (
+                      self.who, losses[~np.isfinite(losses)][0], self.local_steps,
+                      self.global_step), file=sys.stderr, flush=True)
+            raise SystemExit(1)
         if self.args.step_delay:
             time.sleep(self.args.step_delay * len(losses))
         if self.local_steps // self.args.log_every > logged:
-            test_accuracy = self.sess.run(self.graph["test_accuracy"])
-            self.curve.append([round(time.time(), 3), int(self.global_step),
-                               round(float(test_accuracy), 4)])
-            self.to_tensorboard(test_accuracy)
-            print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
-                  % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
-                     test_accuracy, self.local_steps / (time.time() - self.started)),
-                  flush=True)
+            self.log(self.sess.run(self.graph["test_accuracy"]))
+
+    def log(self, test_accuracy):
+        """A progress line, a point of the accuracy curve and of TensorBoard's."""
+        self.curve.append([round(time.time(), 3), int(self.global_step),
+                           round(float(test_accuracy), 4)])
+        self.to_tensorboard(test_accuracy)
+        print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+              % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
+                 test_accuracy, self.local_steps / (time.time() - self.started)), flush=True)
 
     def exchanged(self, global_step):
         """An exchange with the ps that is not a local step: its global step."""
@@ -737,7 +750,10 @@ class TrainingLoop:
     def finish(self):
         self.test_accuracy, self.global_step = self.sess.run(
             [self.graph["test_accuracy"], self.graph["global_step"]])
-        self.to_tensorboard(self.test_accuracy)
+        if self.curve or not self.losses:
+            self.to_tensorboard(self.test_accuracy)
+        else:  # a run shorter than --log_every: one progress line all the same
+            self.log(self.test_accuracy)
         if self.summaries:
             self.summaries.close()
 

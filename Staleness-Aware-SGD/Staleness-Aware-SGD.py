@@ -313,6 +313,11 @@ def cluster_from_flags(parser, args):
         ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
         worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
         job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+        if args.job_name is None or args.task_index is None:  # who this is, said first
+            print("[%s%d] no %s given: this task is %s %d" % (
+                job_name, task_index, " or ".join(flag for flag, value in (
+                    ("--job_name", args.job_name), ("--task_index", args.task_index))
+                    if value is None), job_name, task_index), file=sys.stderr, flush=True)
     cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
     if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
@@ -636,6 +641,11 @@ def run_parameter_server(args, server):
                           % (me, describe(args.cluster, "worker", lost), len(done),
                              len(everyone)), file=sys.stderr)
                     return 1
+                if never_up and time.time() - STARTED > args.timeout and (
+                        run_already_complete(args)):
+                    print("[%s] the run is already complete (--log_dir %s reached --train_steps "
+                          "%d): exiting" % (me, args.log_dir, args.train_steps), flush=True)
+                    return 0
                 if never_up and time.time() - STARTED > args.timeout:
                     print("[%s] error: %s never came up within %g s (--timeout)"
                           % (me, describe(args.cluster, "worker", never_up), args.timeout),
@@ -654,8 +664,15 @@ def tell_parameter_servers(args, server, status):
     with tf.Graph().as_default():
         enqueues = [queue.enqueue((args.task_index, status))
                     for queue in status_queues(args.cluster)]
+        said, since = False, time.monotonic()
         while True:
             while unreachable(args.cluster, "ps"):
+                if not said and time.monotonic() - since > 5.0:
+                    print("[%s] waiting for %s to come up" % (
+                        task_name("worker", args.task_index),
+                        describe(args.cluster, "ps", unreachable(args.cluster, "ps"))),
+                        flush=True)
+                    said = True
                 time.sleep(0.05)
             try:
                 with tf.Session(server.target, config=session_config(args)) as sess:
@@ -666,13 +683,30 @@ def tell_parameter_servers(args, server, status):
 
 def wait_until_chief_is_ready(args, server):
     """A non-chief worker blocks on the ready queue until the chief closes it."""
+    waiting = threading.Timer(5.0, lambda: print("[%s] waiting for the chief, %s, to make θ "
+                                                 "ready" % (task_name("worker", args.task_index),
+                                                            describe(args.cluster, "worker",
+                                                                     [0])), flush=True))
     with tf.Graph().as_default():
         dequeue = ready_queue().dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
+            waiting.start()
             try:
                 sess.run(dequeue)
             except tf.errors.OutOfRangeError:
                 pass
+            finally:
+                waiting.cancel()
+
+
+def run_already_complete(args):
+    """Whether --log_dir's newest checkpoint has reached --train_steps."""
+    path = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
+    try:
+        return bool(path) and tf.train.load_checkpoint(path).get_tensor(
+            "global_step") >= args.train_steps
+    except (tf.errors.OpError, ValueError):
+        return False
 
 
 # -- Sessions: the chief initializes, restores or joins θ -----------------------------------------
@@ -823,17 +857,25 @@ class TrainingLoop:
         logged = self.local_steps // self.args.log_every
         self.local_steps += len(losses)
         self.losses.extend(losses)
+        if not np.isfinite(losses).all():
+            print("[%s] error: the loss is %s at local step %d (global %d): lower "
+                  "--learning_rate, or check load_data and model" % (
+                      self.who, losses[~np.isfinite(losses)][0], self.local_steps,
+                      self.global_step), file=sys.stderr, flush=True)
+            raise SystemExit(1)
         if self.args.step_delay:
             time.sleep(self.args.step_delay * len(losses))
         if self.local_steps // self.args.log_every > logged:
-            test_accuracy = self.sess.run(self.graph["test_accuracy"])
-            self.curve.append([round(time.time(), 3), int(self.global_step),
-                               round(float(test_accuracy), 4)])
-            self.to_tensorboard(test_accuracy)
-            print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
-                  % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
-                     test_accuracy, self.local_steps / (time.time() - self.started)),
-                  flush=True)
+            self.log(self.sess.run(self.graph["test_accuracy"]))
+
+    def log(self, test_accuracy):
+        """A progress line, a point of the accuracy curve and of TensorBoard's."""
+        self.curve.append([round(time.time(), 3), int(self.global_step),
+                           round(float(test_accuracy), 4)])
+        self.to_tensorboard(test_accuracy)
+        print("[%s] step %d (global %d) loss %.4f test accuracy %.4f %.0f steps/s"
+              % (self.who, self.local_steps, self.global_step, np.mean(self.losses),
+                 test_accuracy, self.local_steps / (time.time() - self.started)), flush=True)
 
     def exchanged(self, global_step):
         """An exchange with the ps that is not a local step: its global step."""
@@ -843,7 +885,10 @@ class TrainingLoop:
     def finish(self):
         self.test_accuracy, self.global_step = self.sess.run(
             [self.graph["test_accuracy"], self.graph["global_step"]])
-        self.to_tensorboard(self.test_accuracy)
+        if self.curve or not self.losses:
+            self.to_tensorboard(self.test_accuracy)
+        else:  # a run shorter than --log_every: one progress line all the same
+            self.log(self.test_accuracy)
         if self.summaries:
             self.summaries.close()
 

@@ -69,6 +69,11 @@ def cluster_from_flags(parser, args):
         ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
         worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
         job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
+        if args.job_name is None or args.task_index is None:  # who this is, said first
+            print("[%s%d] no %s given: this task is %s %d" % (
+                job_name, task_index, " or ".join(flag for flag, value in (
+                    ("--job_name", args.job_name), ("--task_index", args.task_index))
+                    if value is None), job_name, task_index), file=sys.stderr, flush=True)
     cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
     if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):

@@ -50,6 +50,11 @@ def run_parameter_server(args, server):
                           % (me, describe(args.cluster, "worker", lost), len(done),
                              len(everyone)), file=sys.stderr)
                     return 1
+                if never_up and time.time() - STARTED > args.timeout and (
+                        run_already_complete(args)):
+                    print("[%s] the run is already complete (--log_dir %s reached --train_steps "
+                          "%d): exiting" % (me, args.log_dir, args.train_steps), flush=True)
+                    return 0
                 if never_up and time.time() - STARTED > args.timeout:
                     print("[%s] error: %s never came up within %g s (--timeout)"
                           % (me, describe(args.cluster, "worker", never_up), args.timeout),
@@ -68,8 +73,15 @@ def tell_parameter_servers(args, server, status):
     with tf.Graph().as_default():
         enqueues = [queue.enqueue((args.task_index, status))
                     for queue in status_queues(args.cluster)]
+        said, since = False, time.monotonic()
         while True:
             while unreachable(args.cluster, "ps"):
+                if not said and time.monotonic() - since > 5.0:
+                    print("[%s] waiting for %s to come up" % (
+                        task_name("worker", args.task_index),
+                        describe(args.cluster, "ps", unreachable(args.cluster, "ps"))),
+                        flush=True)
+                    said = True
                 time.sleep(0.05)
             try:
                 with tf.Session(server.target, config=session_config(args)) as sess:
@@ -80,10 +92,27 @@ def tell_parameter_servers(args, server, status):
 
 def wait_until_chief_is_ready(args, server):
     """A non-chief worker blocks on the ready queue until the chief closes it."""
+    waiting = threading.Timer(5.0, lambda: print("[%s] waiting for the chief, %s, to make θ "
+                                                 "ready" % (task_name("worker", args.task_index),
+                                                            describe(args.cluster, "worker",
+                                                                     [0])), flush=True))
     with tf.Graph().as_default():
         dequeue = ready_queue().dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
+            waiting.start()
             try:
                 sess.run(dequeue)
             except tf.errors.OutOfRangeError:
                 pass
+            finally:
+                waiting.cancel()
+
+
+def run_already_complete(args):
+    """Whether --log_dir's newest checkpoint has reached --train_steps."""
+    path = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
+    try:
+        return bool(path) and tf.train.load_checkpoint(path).get_tensor(
+            "global_step") >= args.train_steps
+    except (tf.errors.OpError, ValueError):
+        return False

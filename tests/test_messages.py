@@ -1,0 +1,84 @@
+"""What a task says when something is off: a loss that is no longer a number, a run too short
+for a progress line, an identity taken by default, a wait for a peer, a ps restarted after the
+run ended. Each message names the task at fault and what to do; no path ends in exit code 0
+where training went wrong."""
+import pytest
+
+from helpers import (LocalCluster, example, free_ports, load_example, output, run_cluster,
+                     worker_results)
+
+HOGWILD = "Hogwild/Hogwild.py"
+
+
+def test_a_loss_that_is_not_finite_stops_the_worker_in_one_line_and_nothing_exits_0():
+    cluster = LocalCluster(example(HOGWILD), workers=1, echo=False, args=[
+        "--learning_rate", "1e30", "--train_steps", "500", "--timeout", "5"])
+    try:
+        cluster.start()
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    codes = cluster.returncodes()
+    assert codes["worker0"] == 1 and codes["ps0"] != 0, (codes, output(cluster))
+    errors = [line for line in cluster.task("worker0").lines if "error:" in line]
+    assert len(errors) == 1 and "the loss is" in errors[0] and "--learning_rate" in errors[0], (
+        output(cluster))
+
+
+@pytest.mark.tf2
+def test_a_run_shorter_than_log_every_still_prints_a_progress_line():
+    cluster = run_cluster(HOGWILD, args=["--train_steps", "10", "--log_every", "250"])
+    trained = [result for result in worker_results(cluster) if result["local_steps"]]
+    assert trained, output(cluster)  # (a worker that comes late finds the run complete)
+    for result in trained:
+        worker = "worker%d" % result["task_index"]
+        assert any(" loss " in line and "test accuracy" in line
+                   for line in cluster.task(worker).lines), output(cluster, worker)
+        assert len(result["curve"]) == 1
+
+
+@pytest.mark.parametrize("given, said", [
+    (["--job_name", "worker"], "[worker0] no --task_index given: this task is worker 0"),
+    (["--task_index", "1"], "[worker1] no --job_name given: this task is worker 1")])
+def test_a_task_whose_identity_is_taken_by_default_says_so_first(given, said, capsys):
+    ps, first, second = free_ports(3)
+    load_example(HOGWILD).parse_flags(given + [
+        "--ps_hosts", "localhost:%d" % ps,
+        "--worker_hosts", "localhost:%d,localhost:%d" % (first, second)])
+    assert capsys.readouterr().err.splitlines()[0] == said
+
+
+def test_a_worker_waiting_for_its_ps_says_whom_it_waits_for_within_seconds():
+    cluster = LocalCluster(example(HOGWILD), workers=1, echo=False, args=["--timeout", "30"])
+    try:
+        cluster.start(["worker0"])
+        assert cluster.wait_for_line("worker0", r"waiting for ps0 \(localhost:\d+\) to come up",
+                                     20), output(cluster)
+    finally:
+        cluster.stop()
+
+
+def test_a_worker_waiting_for_the_chief_names_it():
+    cluster = LocalCluster(example(HOGWILD), workers=2, echo=False, args=["--timeout", "30"])
+    try:
+        cluster.start(["ps0", "worker1"])
+        assert cluster.wait_for_line(
+            "worker1", r"waiting for the chief, worker0 \(localhost:\d+\), to make θ ready", 25), (
+            output(cluster))
+    finally:
+        cluster.stop()
+
+
+def test_a_ps_restarted_after_the_run_ended_finds_it_complete_and_exits_0(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    cluster = LocalCluster(example(HOGWILD), workers=2, echo=False, args=[
+        "--train_steps", "60", "--log_dir", log_dir, "--timeout", "4"])
+    try:
+        cluster.start()
+        assert cluster.wait(60), output(cluster)
+        cluster.restart(cluster.task("ps0"))  # its workers are gone, their run is complete
+        assert cluster.wait(30, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert cluster.returncodes()["ps0"] == 0, output(cluster, "ps0")
+    assert "the run is already complete" in output(cluster, "ps0")
