@@ -988,7 +988,7 @@ class Model:
                                self.test_labels.max(initial=0))) + 1
         self.payload = int(args.payload_mb * 2 ** 18)  # (float32 elements)
         self.order = None  # which variable of θ each of model()'s requests gets
-        tf.set_random_seed(args.seed)
+        self.seed = args.seed
 
     def parameters(self, scope=None, **variable_options):
         """A set of model()'s variables where the device scope puts them: θ, or a copy of it
@@ -999,6 +999,8 @@ class Model:
             requested.append(getter(name, *args, **dict(kwargs, **variable_options)))
             return requested[-1]
 
+        graph = tf.get_default_graph()
+        graph.seed, seed = self.seed, graph.seed  # model() draws θ₀ from --seed, the graph's
         with tf.variable_scope(scope or tf.get_variable_scope(), custom_getter=make):
             model(tf.placeholder(tf.float32, (None,) + self.train_images.shape[1:]),
                   self.classes)
@@ -1007,6 +1009,7 @@ class Model:
             if self.payload:
                 made.append(tf.get_variable("payload", initializer=tf.zeros([self.payload]),
                                             **variable_options))
+        graph.seed = seed
         return made
 
     def logits(self, theta, images):

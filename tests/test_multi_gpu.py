@@ -45,3 +45,36 @@ def test_each_worker_is_given_its_own_gpu():
     for worker, visible in ((0, "0"), (1, "1"), (2, "0")):
         assert re.search(r"^\[worker%d\] CUDA_VISIBLE_DEVICES=%s: " % (worker, visible), text,
                          re.M), text
+
+
+@pytest.mark.parametrize("soft", [True, False], ids=["soft placement", "without it"])
+def test_on_a_machine_without_a_gpu_the_gpu_graph_runs_only_with_soft_placement(soft):
+    """The worker's graph asks for GPU:0 where it sees a GPU; the session's soft placement is
+    what lets the same graph run where an op (or the whole worker) has no GPU kernel. Here the
+    script is told it sees one: a step runs with the script's config, and fails without."""
+    from helpers import load_example
+    from test_asynchronous import SERVERS, cluster_flags, worker_args
+    module = load_example("Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py")
+    if module.visible_gpus():
+        pytest.skip("a GPU is visible: the placement test above runs on it")
+    tf = module.tf
+    args = worker_args(module, cluster_flags(1), 0)
+    spec = tf.train.ClusterSpec(args.cluster)
+    SERVERS.append(tf.train.Server(spec, job_name="ps", task_index=0))
+    worker = tf.train.Server(spec, job_name="worker", task_index=0,
+                             config=module.session_config(args))
+    SERVERS.append(worker)
+    module.visible_gpus = lambda: ["/physical_device:GPU:0 (pretended)"]
+    with tf.Graph().as_default():
+        built = module.build_graph(args)
+        assert "device:GPU:0" in built["loss"].device
+        config = module.gpu_session_config(args)
+        config.allow_soft_placement = soft
+        initialize = tf.global_variables_initializer()
+        with tf.Session(worker.target, config=config) as sess:
+            if soft:
+                sess.run(initialize)
+                assert sess.run(built["train_op"]) == 1
+            else:
+                with pytest.raises(tf.errors.InvalidArgumentError, match="GPU"):
+                    sess.run(initialize)
