@@ -58,20 +58,18 @@ def parse_flags(argv=None):
 
 def build_graph(args):
     """Every replica θⱼ on task j; g at θᵢ; this worker's step with each neighbour j."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     me, workers = args.task_index, len(args.cluster["worker"])
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
-    replicas = [declare_replica(j, initial, is_chief(args)) for j in range(workers)]
+    replicas = [declare_replica(net, j, is_chief(args)) for j in range(workers)]
     mine = replicas[me]
     with tf.device(mine.device):
-        images, labels = worker_batches(train_images, train_labels, me, workers,
+        images, labels = worker_batches(net.train_images, net.train_labels, me, workers,
                                         args.batch_size, args.seed)
-        loss = cross_entropy(mine.params, images, labels)
+        loss = net.loss(mine.params, images, labels)
         gradient = pack(tf.gradients(loss, mine.params))  # AD-PSGD: g at θᵢ as it is now
         step_with = {j: average_then_step(mine, replicas[j], gradient, args.learning_rate)
                      for j in range(workers) if j != me}
-        test_accuracy = accuracy(mine.params, test_images, test_labels)
+        test_accuracy = net.accuracy(mine.params)
     if is_chief(args):  # AD-PSGD: every replica is ready: each lock gets its first token
         tf.add_to_collection(tf.GraphKeys.GLOBAL_STEP, mine.global_step)  # (for checkpoints)
         start = tf.group(*[replica.lock.enqueue(0) for replica in replicas])
@@ -86,16 +84,20 @@ def build_graph(args):
             "every_replica": [pack(replica.params) for replica in replicas]}
 
 
-def declare_replica(j, initial, chief):
+def declare_replica(net, j, chief):
     """θⱼ, its step and averaging counters, lock, and a queue j closes at its end: on task j, as
-    worker<j>/… in every graph; global variables of the chief's only (it initializes them all)."""
+    worker<j>/… in every graph (θ₀ by model()'s own names, so that the chief's checkpoint holds
+    the model by the names model() gives it); global variables of the chief's only (it
+    initializes them all)."""
     kept = {} if chief else {"collections": []}
-    with tf.device("/job:worker/task:%d" % j), tf.name_scope("worker%d" % j):
-        params = create_parameters(initial, use_resource=True, **kept)
-        counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name, use_resource=True,
-                                **kept) for name in ("global_step", "averagings")]
-        queues = [tf.FIFOQueue(1, tf.int32, [[]], shared_name="worker%d/%s" % (j, name),
-                               name=name) for name in ("lock", "finished")]
+    with tf.device("/job:worker/task:%d" % j):
+        params = net.parameters("worker%d" % j if j else None, use_resource=True, **kept)
+        with tf.name_scope("worker%d/" % j):  # (for j > 0, the one parameters() opened)
+            counters = [tf.Variable(0, dtype=tf.int64, trainable=False, name=name,
+                                    use_resource=True, **kept)
+                        for name in ("global_step", "averagings")]
+            queues = [tf.FIFOQueue(1, tf.int32, [[]], shared_name="worker%d/%s" % (j, name),
+                                   name=name) for name in ("lock", "finished")]
     return Replica(j, "/job:worker/task:%d" % j, params, *counters, *queues)
 
 

@@ -15,7 +15,6 @@ in 1 Hour", arXiv:1706.02677). Sergeev & Del Balso, "Horovod", arXiv:1802.05799.
 
 One host (two workers, no ps, on free ports):   bash run.sh     (WORKERS=4 bash run.sh)
     with the linear scaling rule:               bash run.sh --scale_learning_rate --warmup_steps 100
-    100 steps per session.run:                  bash run.sh --steps_per_run 100
 Several hosts, one command per worker (there is no ps):
     python AllReduce-SGD.py --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=0
     python AllReduce-SGD.py --worker_hosts=h1:2222,h2:2222 --job_name=worker --task_index=1
@@ -43,11 +42,9 @@ tf.disable_v2_behavior()
 
 ALGORITHM = "allreduce_sgd"
 PARAMETER_SERVERS = 0  # AllReduce: workers only (the launcher and the appendix read this)
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K of its steps per session.run: repeat()
 STARTED = time.time()
 # AllReduce: every collective op names its group (all the workers) and its instance, a key that
-# is the same on every worker, so that the M copies of one op find each other (in a
-# tf.while_loop, in the same iteration: TensorFlow adds the loop's frame and iteration to the key).
+# is the same on every worker, so that the M copies of one op find each other.
 ALL_WORKERS = 1
 BROADCAST_THETA, BROADCAST_STEP, MEAN_GRADIENT = 1, 2, 3
 
@@ -75,37 +72,30 @@ def add_learning_rate_schedule(parser):
 
 def build_graph(args):
     """Everything on this worker's own task: its replica θᵢ, its step counter, its passes."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     with tf.device("/job:worker/task:%d" % args.task_index):  # AllReduce: no ps
-        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        # AllReduce: θᵢ, this worker's replica, named as model() names its variables (so the
+        # chief's checkpoint holds them by those names).
+        params = net.parameters()
         global_step = tf.train.get_or_create_global_step()  # one counter per replica
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
-                                  args.batch_size, args.seed)
-        # η is a function: each step computes it from the step counter (--warmup_steps).
-        optimizer = tf.train.GradientDescentOptimizer(lambda: learning_rate(args, global_step))
-
-        def step():
-            images, labels = batches.get_next()
-            loss = cross_entropy(params, images, labels)
-            # AllReduce: mean(g) over the workers, the gradients packed into one vector, one op.
-            mean_gradient = all_reduce(pack(tf.gradients(loss, params)), workers, MEAN_GRADIENT,
-                                       final_op="Div")
-            # AllReduce: θᵢ ← θᵢ − η·mean(g), here, on this replica; its step counter += 1.
-            update = optimizer.apply_gradients(zip(unpack(mean_gradient, params), params),
-                                               global_step=global_step)
-            with tf.control_dependencies([update]):
-                return {"train_op": global_step.read_value(), "loss": loss}
-
-        # AllReduce: K steps per session.run (--steps_per_run), each its own all-reduce: one op
-        # meets its copies on the other workers in the same iteration of the same loop. Every
-        # counter stops at --train_steps, so every worker runs as many iterations.
-        graph = repeat(step, args.steps_per_run, until=lambda step: step >= args.train_steps)
+        images, labels = worker_batches(net.train_images, net.train_labels, args.task_index,
+                                        workers, args.batch_size, args.seed)
+        # η from the step counter (--warmup_steps), read before this step's update.
+        optimizer = tf.train.GradientDescentOptimizer(learning_rate(args, global_step))
+        loss = net.loss(params, images, labels)
+        # AllReduce: mean(g) over the workers, the gradients packed into one vector, one op.
+        mean_gradient = all_reduce(pack(tf.gradients(loss, params)), workers, MEAN_GRADIENT,
+                                   final_op="Div")
+        # AllReduce: θᵢ ← θᵢ − η·mean(g), here, on this replica; its step counter += 1.
+        update = optimizer.apply_gradients(zip(unpack(mean_gradient, params), params),
+                                           global_step=global_step)
+        with tf.control_dependencies([update]):
+            train_op = global_step.read_value()
         broadcast = broadcast_from_worker0(args, params, global_step)
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, global_step=global_step, params=params, broadcast=broadcast,
-                test_accuracy=test_accuracy)
+        test_accuracy = net.accuracy(params)
+    return {"train_op": train_op, "loss": loss, "global_step": global_step, "params": params,
+            "broadcast": broadcast, "test_accuracy": test_accuracy}
 
 
 def all_reduce(value, workers, instance, final_op):
@@ -987,65 +977,6 @@ def sent_to_the_ps(tensors, params):
             for i, value in zip(indices, unpack(message, on_ps)):
                 arrived[i] = value
     return arrived
-
-
-# -- K steps per session.run (--steps_per_run) ----------------------------------------------------
-def repeat(step, steps):
-    """step() builds one training step and returns {"train_op": the global step after it, "loss":
-    its loss}. With K = steps > 1, K such steps run one after the other in a tf.while_loop, in one
-    session.run: the same updates, K - 1 round trips fewer; "loss" is then the K losses."""
-    if steps == 1:
-        return step()
-    on_the_ps = tf.train.get_global_step().device
-
-    def body(index, global_step, written, losses):
-        made = len(tf.get_default_graph().get_operations())
-        anchors = [global_step, written, losses.flow]
-        ops = step()
-        losses = losses.write(written, ops["loss"])
-        following, written = index + 1, written + 1
-        with tf.device(on_the_ps):  # the loop's global step stays on the ps: one round trip
-            after = (following, tf.identity(ops["train_op"]), written, losses)
-        local_go_ahead(tf.get_default_graph().get_operations()[made:], index, anchors)
-        return after
-
-    with tf.device(on_the_ps):
-        first = tf.constant(0, tf.int64)
-    with tf.device(beside_its_input):
-        ran, global_step, _, losses = tf.while_loop(
-            lambda index, *_: index < steps, body,
-            [tf.constant(0), first, tf.constant(0), kept_here(tf.float32, steps)],
-            parallel_iterations=1, back_prop=False)
-    return {"train_op": global_step, "loss": losses.gather(tf.range(ran))}
-
-
-def local_go_ahead(ops, pivot, anchors):
-    """In a loop's body, an op that takes nothing from the loop waits for a loop
-    variable on its own device, not for the pivot's go-ahead from another task."""
-    local = {anchor.device: anchor.op for anchor in anchors if anchor.device != pivot.device}
-    for op in ops:
-        if pivot.op in op.control_inputs and op.device in local:
-            others = [control for control in op.control_inputs if control is not pivot.op]
-            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it, and the others)
-            for control in others + [local[op.device]]:
-                op._add_control_input(control)
-
-
-def kept_here(dtype, size):
-    """A TensorArray that stays on this worker (its writes do not cross to the ps)."""
-    return tf.TensorArray(dtype, size, colocate_with_first_write_call=False)
-
-
-def beside_its_input(op):
-    """A device function: tf.while_loop's own ops go where their input is."""
-    loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
-            "RefSwitch", "RefNextIteration", "RefExit", "LoopCond")
-    if op.device or not op.inputs:
-        return op.device
-    if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",
-                                                                           "RefSwitch"):
-        return op.inputs[0].device
-    return op.device
 
 
 # -- main, without a ps ---------------------------------------------------------------------------

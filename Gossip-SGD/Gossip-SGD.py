@@ -63,14 +63,14 @@ def build_graph(args):
     """θᵢ, its step counter and its passes on this worker's task; in the chief's graph also
     every peer's replica θⱼ, on task j, by the name it has there (the chief initializes,
     restores and checkpoints them all); the queues that carry the gossip."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     me, workers = args.task_index, len(args.cluster["worker"])
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
     replicas = {}
     for j in range(workers) if is_chief(args) else [me]:
-        with tf.device("/job:worker/task:%d" % j), tf.name_scope("worker%d" % j):
-            replicas[j] = create_parameters(initial)  # Gossip: θⱼ lives on task j
+        # Gossip: θⱼ lives on task j, as worker<j>/… in every graph; θ₀ keeps model()'s own
+        # names, so that the chief's checkpoint holds the model by the names model() gives it.
+        with tf.device("/job:worker/task:%d" % j):
+            replicas[j] = net.parameters("worker%d" % j if j else None)
     params = replicas[me]
     with tf.device("/job:worker/task:0"):  # Gossip: the chief's step for each peer; who is done
         start = tf.FIFOQueue(workers, tf.int64, [[]], shared_name="gossip_start")
@@ -81,9 +81,9 @@ def build_graph(args):
         global_step = tf.Variable(tf.constant(0, tf.int64) if is_chief(args) else start.dequeue(),
                                   trainable=False, name="global_step", collections=[
                                       tf.GraphKeys.GLOBAL_VARIABLES, tf.GraphKeys.GLOBAL_STEP])
-        images, labels = worker_batches(train_images, train_labels, me, workers,
+        images, labels = worker_batches(net.train_images, net.train_labels, me, workers,
                                         args.batch_size, args.seed)
-        loss = cross_entropy(params, images, labels)
+        loss = net.loss(params, images, labels)
         # θᵢ ← θᵢ − η·gᵢ. (tf.tuple: every gradient is computed before θᵢ, read in place,
         # changes.)
         gradients = tf.tuple(tf.gradients(loss, params))
@@ -101,7 +101,7 @@ def build_graph(args):
             theta_j = unpack(gossip_queue(j, me, snapshot).dequeue(), params)
             average_with[j] = tf.group(*[tf.assign(mine, (mine + theirs) / 2)
                                          for mine, theirs in zip(params, theta_j)])
-        test_accuracy = accuracy(params, test_images, test_labels)
+        test_accuracy = net.accuracy(params)
     every_replica = []
     for j, replica in sorted(replicas.items()):
         with tf.device("/job:worker/task:%d" % j):

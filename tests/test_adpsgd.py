@@ -25,6 +25,13 @@ from test_synchronous import SHARD, gradient
 ADPSGD = "AD-PSGD/AD-PSGD.py"
 RETRYABLE = 138
 SERVERS = []  # the in-process servers live as long as the test process (TF 1.x cannot stop one)
+NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
+
+
+def replica_name(worker, name):
+    """Where θⱼ's variable is, in every graph and in the chief's checkpoints: worker<j>/name,
+    θ₀'s at the root, by the name model() gives it (its counters: worker0/...)."""
+    return "worker%d/%s" % (worker, name) if worker else name
 
 
 def in_process_workers(workers, extra=()):
@@ -215,8 +222,7 @@ def test_each_step_takes_both_locks_in_index_order_around_every_read_and_write(m
             op.name for op in accesses if op not in inside]
         assert all(second in ancestors([op]) for op in accesses), "each access after both takes"
         written = {op.inputs[0].op.name for op in accesses if op.type != "ReadVariableOp"}
-        names = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
-        assert written == {"worker%d/%s" % (j, name) for j in (me, peer) for name in names} | {
+        assert written == {replica_name(j, name) for j in (me, peer) for name in NAMES} | {
             "worker%d/averagings" % me, "worker%d/averagings" % peer, "worker%d/global_step" % me}
 
 
@@ -226,8 +232,9 @@ def test_every_replica_lives_on_its_own_workers_task_with_the_same_names_in_ever
         _, graph, nodes = graph_of_worker(me)
         handles = [op for op in graph.get_operations() if op.type == "VarHandleOp"]
         names[me] = sorted((op.get_attr("shared_name").decode(), op.device) for op in handles)
-        for name, device in names[me]:  # worker<j>/... on task j
-            assert device == "/job:worker/task:" + name.split("/")[0][len("worker"):], name
+        for name, device in names[me]:  # worker<j>/... on task j, θ₀ by model()'s names
+            task = 0 if name in NAMES else int(name.split("/")[0][len("worker"):])
+            assert device == "/job:worker/task:%d" % task, name
         with graph.as_default():  # the chief's graph holds every replica; it alone initializes
             held = len(graph.get_collection("variables"))
         assert held == (3 * 6 if me == 0 else 0), held

@@ -5,7 +5,6 @@ test uses three workers and a batch of 479 examples, one whole shard of the 1,43
 images, so that each minibatch gradient is the full-shard gradient: NumPy recomputes every step
 from the checkpoints that the chief saved after each one.
 """
-import concurrent.futures
 import os
 import re
 import signal
@@ -171,64 +170,3 @@ def test_a_killed_group_leader_ends_the_others_within_the_timeout_naming_it():
     assert cluster.returncodes() == {victim: -signal.SIGKILL, survivor: RETRYABLE}
     assert re.search(r"\[%s\] error: .*%s \(%s\)" % (survivor, victim, re.escape(
         cluster.worker_hosts[int(victim[-1])])), output(cluster, survivor)), output(cluster)
-
-
-SERVERS = []  # tf.train.Server cannot be stopped in TensorFlow 1.x; they live until pytest ends
-
-
-def train_in_process(steps_per_run, runs, workers=2, train_steps=20, extra=()):
-    """Both workers as servers in this process, each with its own graph and session; they
-    broadcast θ₀, then make `runs` session.runs of the lesson's loop together (a collective op
-    waits for its copies, so each worker runs in a thread of its own). Returns, per worker,
-    (every variable, the losses, the global step each run returned)."""
-    module = load_example(ALLREDUCE)
-    tf = module.tf
-    hosts = ",".join("localhost:%d" % port for port in free_ports(workers))
-    args = [module.parse_flags([
-        "--job_name", "worker", "--task_index", str(index), "--worker_hosts", hosts,
-        "--train_steps", str(train_steps), "--steps_per_run", str(steps_per_run)] + list(extra))
-        for index in range(workers)]
-    spec = tf.train.ClusterSpec(args[0].cluster)
-    SERVERS.extend(tf.train.Server(spec, job_name="worker", task_index=index,
-                                   config=module.session_config(args[index]))
-                   for index in range(workers))
-
-    def worker(index):
-        with tf.Graph().as_default() as graph:
-            built = module.build_graph(args[index])
-            variables = tf.global_variables()
-            initialize = tf.global_variables_initializer()
-        with tf.Session(SERVERS[-workers + index].target, graph=graph,
-                        config=module.session_config(args[index])) as session:
-            session.run(initialize)
-            session.run(built["broadcast"])
-            losses, steps = [], []
-            for _ in range(runs):
-                step, loss = session.run([built["train_op"], built["loss"]])
-                losses += list(np.ravel(loss))
-                steps.append(int(np.ravel(step)[-1]))
-            state = dict(zip([v.op.name for v in variables], session.run(variables)))
-        return state, losses, steps
-
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(worker, range(workers)))  # (a lost peer: the test's timeout)
-
-
-@pytest.mark.tf2
-def test_k_steps_in_one_run_are_k_single_steps_bit_for_bit_and_end_at_train_steps():
-    """Two workers: K = 7 (runs of 7, 7, then 6 steps: the loop ends at --train_steps 20 on
-    every worker, so each all-reduce inside it meets its copy) against K = 1 for 20 runs, with
-    the scaling rule's warm-up over all 20 steps, so that every step has an η of its own. Each
-    iteration's all-reduce is that step's own, and its η is computed from that step's counter:
-    θ, the step counters and every loss agree bit for bit, and the replicas stay identical."""
-    schedule = ["--scale_learning_rate", "--warmup_steps", "20"]
-    looped = train_in_process(7, 3, extra=schedule)
-    single = train_in_process(1, 20, extra=schedule)
-    for (state, losses, steps), (expected, expected_losses, _) in zip(looped, single):
-        assert steps == [7, 14, 20]
-        assert sorted(state) == sorted(expected) and state["global_step"] == 20
-        for name in expected:
-            assert np.array_equal(state[name], expected[name]), name
-        assert losses == expected_losses and len(losses) == 20
-    assert all(np.array_equal(looped[0][0][name], looped[1][0][name]) for name in NAMES)
-    assert looped[0][1] != looped[1][1], "each worker's own minibatches"

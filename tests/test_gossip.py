@@ -31,10 +31,16 @@ def peers_of_round(seed, round_index, workers):
     return [int(draw) + int(draw >= worker) for worker, draw in enumerate(draws)]
 
 
+def replica_name(worker, name):
+    """Where θⱼ's variable is, in every graph and in the chief's checkpoints: worker<j>/name,
+    θ₀'s at the root, by the name model() gives it."""
+    return "worker%d/%s" % (worker, name) if worker else name
+
+
 def replicas_in(module, path, workers):
     """Every worker's θᵢ, in float64, from one of the chief's checkpoints, and its step."""
     reader = module.tf.train.load_checkpoint(path)
-    return ([[reader.get_tensor("worker%d/%s" % (worker, name)).astype(np.float64)
+    return ([[reader.get_tensor(replica_name(worker, name)).astype(np.float64)
               for name in NAMES] for worker in range(workers)],
             int(reader.get_tensor("global_step")))
 
@@ -158,7 +164,7 @@ def test_each_replica_lives_on_its_own_worker_and_the_chief_sees_them_all():
     module = load_example(GOSSIP)
     _, devices, queues, compute = variable_devices(module, parse(module, task_index=0))
     assert devices == dict({"global_step": "/job:worker/task:0"}, **{
-        "worker%d/%s" % (j, name): "/job:worker/task:%d" % j for j in range(3) for name in NAMES})
+        replica_name(j, name): "/job:worker/task:%d" % j for j in range(3) for name in NAMES})
     built, devices, queues, compute = variable_devices(module, parse(module, task_index=1))
     assert devices == dict({"global_step": "/job:worker/task:1"}, **{
         "worker1/%s" % name: "/job:worker/task:1" for name in NAMES})
