@@ -308,7 +308,7 @@ def cluster_from_flags(parser, args):
             print("[%s%d] no %s given: this task is %s %d" % (
                 job_name, task_index, " or ".join(flag for flag, value in (
                     ("--job_name", args.job_name), ("--task_index", args.task_index))
-                    if value is None), job_name, task_index), file=sys.stderr, flush=True)
+                    if value is None), job_name, task_index), flush=True)
     cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
                "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
     if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):

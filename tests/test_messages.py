@@ -45,7 +45,7 @@ def test_a_task_whose_identity_is_taken_by_default_says_so_first(given, said, ca
     load_example(HOGWILD).parse_flags(given + [
         "--ps_hosts", "localhost:%d" % ps,
         "--worker_hosts", "localhost:%d,localhost:%d" % (first, second)])
-    assert capsys.readouterr().err.splitlines()[0] == said
+    assert capsys.readouterr().out.splitlines()[0] == said
 
 
 def test_a_worker_waiting_for_its_ps_says_whom_it_waits_for_within_seconds():
