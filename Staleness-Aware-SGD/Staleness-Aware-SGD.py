@@ -40,7 +40,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "Staleness-Aware-SGD"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K of its steps per session.run: repeat()
 STARTED = time.time()
 
 
@@ -57,44 +56,40 @@ def build_graph(args):
     """θ and global_step on the ps; the input, forward and backward passes on this worker; the
     pull and the staleness-scaled update on the ps, each under one lock. One worker step is one
     session run: pull, gradient, update."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
         with tf.device("/job:ps/task:0"):
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
 
-        def step():
-            # Pull θ (packed into one vector: one message) and the step k it is at, together
-            # under the lock.
-            with tf.device("/job:ps/task:0"):
-                theta_message, computed_at = lock.execute(
-                    lambda: read_theta_and_step(params, global_step))
-            # The gradient at the pulled θ, on this worker, packed into one message to the ps.
-            pulled = unpack(theta_message, params)
-            images, labels = batches.get_next()
-            loss = cross_entropy(pulled, images, labels)
-            gradients = tf.gradients(loss, pulled)
-            gradient_message = pack(gradients)
-            # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
-            with tf.device("/job:ps/task:0"):
-                received = unpack(gradient_message, params)
-                with tf.control_dependencies(received):  # (the lock waits for the gradient)
-                    staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
-                        args, params, global_step, received, computed_at))
-            return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
-                    "gradients": gradients, "computed_at": computed_at}
-
-        # steps_per_run: K steps per session.run, each one's τ kept
-        graph = repeat(step, args.steps_per_run, stacked={"staleness": tf.int64})
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, params=params)
+        # Staleness-aware: pull θ (packed into one vector: one message) and the step k it is
+        # at, together under the lock.
+        with tf.device("/job:ps/task:0"):
+            theta_message, computed_at = lock.execute(
+                lambda: read_theta_and_step(params, global_step))
+        # The gradient at the pulled θ, on this worker, packed into one message to the ps.
+        pulled = unpack(theta_message, params)
+        images, labels = batches.get_next()
+        loss = net.loss(pulled, images, labels)
+        gradients = tf.gradients(loss, pulled)
+        gradient_message = pack(gradients)
+        # Staleness-aware: apply it with the rate η / max(τ, 1), τ = global_step − k, under the
+        # lock.
+        with tf.device("/job:ps/task:0"):
+            received = unpack(gradient_message, params)
+            with tf.control_dependencies(received):  # (the lock waits for the gradient)
+                staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
+                    args, params, global_step, received, computed_at))
+        test_accuracy = net.accuracy(params)
+    return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
+            "gradients": gradients, "computed_at": computed_at, "global_step": global_step,
+            "test_accuracy": test_accuracy, "params": params}
 
 
 def read_theta_and_step(params, global_step):
@@ -133,7 +128,7 @@ def train(args, server, watchdog):
             # Staleness-aware: the ps applies g with η / max(τ, 1) and returns τ.
             global_step, gradient_staleness, loss = sess.run(
                 [graph["train_op"], graph["staleness"], graph["loss"]])
-            staleness.extend(np.ravel(gradient_staleness))
+            staleness.append(int(gradient_staleness))
             loop.step(loss, global_step)
     print("[%s] staleness τ of the %d gradients: mean %.2f, max %d (rate η / max(τ, 1))"
           % (loop.who, len(staleness), np.mean(staleness or [0]), max(staleness or [0])),
