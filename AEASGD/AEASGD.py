@@ -38,7 +38,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "AEASGD"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -73,48 +72,41 @@ def build_graph(args):
     """x̃ and global_step on the ps; θᵢ, the input, forward and backward passes on this worker.
     Two ops train: `local_step` (one SGD step on θᵢ) and `local_step_and_commit` (the window's
     last step, then the elastic exchange with x̃)."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        centre = create_parameters(initial)
+        centre = net.parameters()  # x̃: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
-        # θᵢ: a local variable (not saved, not shared) that starts as a copy of x̃, read once
-        # the chief has initialized or restored x̃.
-        with tf.device(worker_device), tf.name_scope("local"):
-            local = create_parameters([(name, x.read_value())
-                                       for (name, _), x in zip(initial, centre)],
-                                      collections=[tf.GraphKeys.LOCAL_VARIABLES])
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        # AEASGD: θᵢ (local/...), a local variable (not saved, not shared) that starts as a copy
+        # of x̃, read once the chief has initialized or restored x̃.
+        with tf.device(worker_device):
+            local = [tf.Variable(x.read_value(), name="local/" + x.op.name, trainable=False,
+                                 collections=[tf.GraphKeys.LOCAL_VARIABLES]) for x in centre]
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
         optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
 
-        def local_step():
-            # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
-            images, labels = batches.get_next()
-            loss = cross_entropy(local, images, labels)
-            return {"train_op": optimizer.minimize(loss, var_list=local), "loss": loss,
-                    "images": images, "labels": labels}
+        # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
+        images, labels = batches.get_next()
+        loss = net.loss(local, images, labels)
+        local_step = optimizer.minimize(loss, var_list=local)
 
-        def exchange(local_step):
-            # The elastic exchange starts from θᵢ as the window's last local step left it.
-            with tf.control_dependencies([local_step]):
-                theta = [copy.read_value() for copy in local]
-            elastic_forces, global_step_after = elastic_exchange(
-                args, theta, centre, global_step, alpha=args.learning_rate * args.rho)
-            # The worker's half of the exchange, once the ps has done its half: θᵢ ← θᵢ − E.
-            with tf.control_dependencies([copy.assign_sub(force)
-                                          for copy, force in zip(local, elastic_forces)]):
-                return tf.identity(global_step_after)
-
-        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / τ windows)
-        graph = repeat_windows(local_step, exchange, args.window, args.steps_per_run)
-        test_accuracy = accuracy(centre, test_images, test_labels)
-    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, centre=centre,
-                local=local)
+        # AEASGD: after the window's last local step, the elastic exchange with x̃, from θᵢ as
+        # that step left it.
+        with tf.control_dependencies([local_step]):
+            theta = [copy.read_value() for copy in local]
+        elastic_forces, global_step_after = elastic_exchange(
+            args, theta, centre, global_step, alpha=args.learning_rate * args.rho)
+        # The worker's half of the exchange, once the ps has done its half: θᵢ ← θᵢ − E.
+        with tf.control_dependencies([copy.assign_sub(force)
+                                      for copy, force in zip(local, elastic_forces)]):
+            local_step_and_commit = tf.identity(global_step_after)
+        test_accuracy = net.accuracy(centre)
+    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
+            "loss": loss, "images": images, "labels": labels, "global_step": global_step,
+            "test_accuracy": test_accuracy, "centre": centre, "local": local}
 
 
 def elastic_exchange(args, local, centre, global_step, alpha):
@@ -150,7 +142,7 @@ def train(args, server, watchdog):
     with training_session(args, server, graph, watchdog) as (sess, loop):
         # global_step only moves at an exchange, so every worker ends on a full window.
         while loop.running():
-            if (loop.local_steps + args.steps_per_run) % args.window:
+            if (loop.local_steps + 1) % args.window:
                 loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
             else:  # AEASGD: the window's last local step also exchanges the force with x̃

@@ -43,7 +43,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "agn"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -69,65 +68,59 @@ def build_graph(args):
     """θ and global_step on the ps; θᵢ, θᵢ at pull, input, forward and backward passes on this
     worker. Two ops train: `local_step` (one SGD step on θᵢ) and `local_step_and_commit` (the
     window's last step, then commit Δᵢ, count and pull)."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial)
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
     with tf.device(worker_device):
-        # θᵢ and θᵢ at pull are local variables: each worker initializes its own, and
-        # checkpoints hold θ alone.
+        # AGN: θᵢ and θᵢ at pull are local variables (local/..., pulled/...): each worker
+        # initializes its own, and checkpoints hold θ alone.
         local = {"collections": [tf.GraphKeys.LOCAL_VARIABLES], "trainable": False}
-        local_params = create_parameters(
-            [("local_" + name, value) for name, value in initial], **local)
-        pulled_params = create_parameters(
-            [("pulled_" + name, value) for name, value in initial], **local)
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        local_params = net.parameters("local", **local)
+        pulled_params = net.parameters("pulled", **local)
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
         optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
 
-        def local_step():
-            images, labels = batches.get_next()
-            loss = cross_entropy(local_params, images, labels)
-            # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
-            # computed, so that no update of θᵢ starts under a backward pass still reading it.
-            gradients = tf.tuple(tf.gradients(loss, local_params))
-            # One local step: θᵢ ← θᵢ − η·g.
-            return {"train_op": optimizer.apply_gradients(zip(gradients, local_params)),
-                    "loss": loss, "gradients": gradients}
+        # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps. The passes read θᵢ in
+        # place: tf.tuple holds every gradient back until all are computed, so that no update
+        # of θᵢ starts under a backward pass still reading it.
+        images, labels = batches.get_next()
+        loss = net.loss(local_params, images, labels)
+        gradients = tf.tuple(tf.gradients(loss, local_params))
+        local_step = optimizer.apply_gradients(zip(gradients, local_params))
 
-        def commit_and_pull(local_step):
-            # After the window's last step, the accumulated update normalized by the window.
-            with tf.control_dependencies([local_step]):
-                accumulated_update = [(copy.read_value() - pulled.read_value()) / args.window
-                                      for copy, pulled in zip(local_params, pulled_params)]
-            # Commit: Δᵢ goes to the ps as one message, and the ps adds it to θ at once (no
-            # lock, no waiting for other workers); the global step grows by the T minibatch steps
-            # that the window made (its constant T made on the ps too: nothing else crosses).
-            commit = []
-            for param, delta in zip(params, sent_to_the_ps(accumulated_update, params)):
-                with tf.colocate_with(param):
-                    commit.append(tf.assign_add(param, delta, use_locking=False))
-            with tf.control_dependencies(commit), tf.device(global_step.device):
-                new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
-            # Pull: the next window starts from the global θ.
-            with tf.control_dependencies([new_global_step]):
-                restart_window = pull(params, local_params, pulled_params)
-            with tf.control_dependencies(restart_window):
-                return tf.identity(new_global_step)
+        # AGN: after the window's last local step, the accumulated update normalized by the
+        # window, Δᵢ = (θᵢ − θᵢ at pull) / T.
+        with tf.control_dependencies([local_step]):
+            accumulated_update = [(copy.read_value() - pulled.read_value()) / args.window
+                                  for copy, pulled in zip(local_params, pulled_params)]
+        # Commit: Δᵢ goes to the ps as one message, and the ps adds it to θ at once (no lock,
+        # no waiting for other workers); the global step grows by the T minibatch steps that
+        # the window made (its constant T made on the ps too: nothing else crosses).
+        commit = []
+        for param, delta in zip(params, sent_to_the_ps(accumulated_update, params)):
+            with tf.colocate_with(param):
+                commit.append(tf.assign_add(param, delta, use_locking=False))
+        with tf.control_dependencies(commit), tf.device(global_step.device):
+            new_global_step = tf.assign_add(global_step, args.window, use_locking=True)
+        # Pull: the next window starts from the global θ.
+        with tf.control_dependencies([new_global_step]):
+            restart_window = pull(params, local_params, pulled_params)
+        with tf.control_dependencies(restart_window):
+            local_step_and_commit = tf.identity(new_global_step)
 
-        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / T windows)
-        graph = repeat_windows(local_step, commit_and_pull, args.window, args.steps_per_run)
         # Every session starts (or, after a lost ps, restarts) with θᵢ ← θ.
         with tf.control_dependencies([tf.local_variables_initializer()]):
             local_init_op = tf.group(*pull(params, local_params, pulled_params))
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, global_step=global_step, test_accuracy=test_accuracy,
-                local_init_op=local_init_op, params=params, local_params=local_params)
+        test_accuracy = net.accuracy(params)
+    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
+            "loss": loss, "gradients": gradients, "global_step": global_step,
+            "test_accuracy": test_accuracy, "local_init_op": local_init_op, "params": params,
+            "local_params": local_params}
 
 
 def pull(params, local_copies, pulled_copies):
@@ -144,7 +137,7 @@ def train(args, server, watchdog):
     with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
         # global_step only moves when a worker commits, so every worker ends on a full window.
         while loop.running():
-            if (loop.local_steps + args.steps_per_run) % args.window:
+            if (loop.local_steps + 1) % args.window:
                 loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
             else:  # AGN: the window's last local step also commits to the ps and pulls θ

@@ -38,7 +38,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "DynSGD"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K steps per session.run: repeat_windows
 STARTED = time.time()
 
 
@@ -62,25 +61,24 @@ def build_graph(args):
     """θ, global_step and the update counter on the ps; θᵢ, θ_pulled, counter_pulled and the
     local steps on this worker; the scaling of each commit on the ps. Two ops train: `local_step`
     and `local_step_and_commit` (the window's last step, then the commit; `staleness`: its s)."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial)
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
         update_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="update_counter")
-        # This worker's state, local variables (not saved, not shared): θᵢ that it trains, and
-        # θ_pulled and counter_pulled as they were at its last pull.
-        with tf.device(worker_device), tf.name_scope("local"):
-            local = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-        with tf.device(worker_device), tf.name_scope("pulled"):
-            pulled = create_parameters(initial, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-            pulled_counter = tf.Variable(0, dtype=tf.int64, name="update_counter",
-                                         collections=[tf.GraphKeys.LOCAL_VARIABLES])
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        # DynSGD: this worker's state, local variables (not saved, not shared): θᵢ that it
+        # trains (local/...), and θ_pulled and counter_pulled as they were at its last pull
+        # (pulled/...).
+        local_options = {"collections": [tf.GraphKeys.LOCAL_VARIABLES], "trainable": False}
+        with tf.device(worker_device):
+            local = net.parameters("local", **local_options)
+            pulled = net.parameters("pulled", **local_options)
+            pulled_counter = tf.Variable(0, dtype=tf.int64, name="pulled/update_counter",
+                                         **local_options)
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
         optimizer = tf.train.GradientDescentOptimizer(args.learning_rate)
         with tf.device("/job:ps/task:0"):
@@ -88,39 +86,35 @@ def build_graph(args):
             # Pull: θ and the counter, read together under the lock.
             theta_and_counter = lock.execute(lambda: read_theta_and_counter(params, update_counter))
 
-        def local_step():
-            # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
-            images, labels = batches.get_next()
-            loss = cross_entropy(local, images, labels)
-            return {"train_op": optimizer.minimize(loss, var_list=local), "loss": loss,
-                    "images": images, "labels": labels}
+        # A local step: θᵢ ← θᵢ − η·g(θᵢ), without talking to the ps.
+        images, labels = batches.get_next()
+        loss = net.loss(local, images, labels)
+        local_step = optimizer.minimize(loss, var_list=local)
 
-        def commit(local_step):
-            # Δ = θᵢ − θ_pulled after the window's last local step: one message to the ps.
-            with tf.control_dependencies([local_step]):
-                update_message = pack([theta.read_value() - theta_pulled.read_value()
-                                       for theta, theta_pulled in zip(local, pulled)])
-            counter_pulled = pulled_counter.read_value()
-            with tf.device("/job:ps/task:0"):
-                # Δ, counter_pulled on the ps; then, locked, commit Δ / (s + 1), read θ again.
-                arrived = unpack(update_message, params) + [tf.identity(counter_pulled)]
-                with tf.control_dependencies(arrived):
-                    staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
-                        args, params, update_counter, global_step, arrived[:-1], arrived[-1]))
-            # Back on the worker: θᵢ ← θ, and remember θ and the counter it was read with.
-            with tf.control_dependencies([store_pull(local, pulled, pulled_counter, fresh)]):
-                return {"train_op": tf.identity(global_step_after),
-                        "staleness": tf.identity(staleness)}
+        # DynSGD: after the window's last local step, Δ = θᵢ − θ_pulled: one message to the ps.
+        with tf.control_dependencies([local_step]):
+            update_message = pack([theta.read_value() - theta_pulled.read_value()
+                                   for theta, theta_pulled in zip(local, pulled)])
+        counter_pulled = pulled_counter.read_value()
+        with tf.device("/job:ps/task:0"):
+            # Δ, counter_pulled on the ps; then, locked, commit Δ / (s + 1), read θ again.
+            arrived = unpack(update_message, params) + [tf.identity(counter_pulled)]
+            with tf.control_dependencies(arrived):
+                staleness, global_step_after, fresh = lock.execute(lambda: commit_then_read(
+                    args, params, update_counter, global_step, arrived[:-1], arrived[-1]))
+        # Back on the worker: θᵢ ← θ, and remember θ and the counter it was read with.
+        with tf.control_dependencies([store_pull(local, pulled, pulled_counter, fresh)]):
+            local_step_and_commit = tf.identity(global_step_after)
+            staleness = tf.identity(staleness)
 
-        # steps_per_run: K = 1 gives those two ops; K > 1, one that runs K steps (K / T windows)
-        graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
-                               stacked={"staleness": tf.int64})
         # Every session starts (or, after a lost ps, restarts) with a pull.
         with tf.control_dependencies([tf.local_variables_initializer()]):
             local_init_op = store_pull(local, pulled, pulled_counter, theta_and_counter)
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, local_init_op=local_init_op, global_step=global_step, params=params,
-                test_accuracy=test_accuracy, local=local, update_counter=update_counter)
+        test_accuracy = net.accuracy(params)
+    return {"local_step": local_step, "local_step_and_commit": local_step_and_commit,
+            "staleness": staleness, "loss": loss, "images": images, "labels": labels,
+            "local_init_op": local_init_op, "global_step": global_step, "params": params,
+            "test_accuracy": test_accuracy, "local": local, "update_counter": update_counter}
 
 
 def read_theta_and_counter(params, update_counter):
@@ -168,14 +162,14 @@ def train(args, server, watchdog):
     staleness = []
     with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
         while loop.running():  # the global step moves at commits only, so each worker ends on one
-            if (loop.local_steps + args.steps_per_run) % args.window:
+            if (loop.local_steps + 1) % args.window:
                 loss, _ = sess.run([graph["loss"], graph["local_step"]])
                 loop.step(loss)
             else:  # DynSGD: the window's last local step, then commit Δ / (s + 1) and pull again
                 loss, global_step, commit_staleness = sess.run(
                     [graph["loss"], graph["local_step_and_commit"], graph["staleness"]])
                 loop.step(loss, global_step)
-                staleness.extend(np.ravel(commit_staleness))
+                staleness.append(int(commit_staleness))
     mean, most = float(np.mean(staleness or [0])), int(max(staleness or [0]))
     print("[%s] %d commits, staleness s: mean %.2f, max %d (each commit divided by s + 1)"
           % (loop.who, len(staleness), mean, most), flush=True)

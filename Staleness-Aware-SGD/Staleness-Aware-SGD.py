@@ -40,7 +40,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "Staleness-Aware-SGD"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K of its steps per session.run: repeat()
 STARTED = time.time()
 
 
@@ -57,44 +56,40 @@ def build_graph(args):
     """θ and global_step on the ps; the input, forward and backward passes on this worker; the
     pull and the staleness-scaled update on the ps, each under one lock. One worker step is one
     session run: pull, gradient, update."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
         with tf.device("/job:ps/task:0"):
             lock = tf.CriticalSection(shared_name="update_lock", name="update_lock")
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
+        batches = worker_iterator(net.train_images, net.train_labels, args.task_index, workers,
                                   args.batch_size, args.seed)
 
-        def step():
-            # Pull θ (packed into one vector: one message) and the step k it is at, together
-            # under the lock.
-            with tf.device("/job:ps/task:0"):
-                theta_message, computed_at = lock.execute(
-                    lambda: read_theta_and_step(params, global_step))
-            # The gradient at the pulled θ, on this worker, packed into one message to the ps.
-            pulled = unpack(theta_message, params)
-            images, labels = batches.get_next()
-            loss = cross_entropy(pulled, images, labels)
-            gradients = tf.gradients(loss, pulled)
-            gradient_message = pack(gradients)
-            # Apply it with the rate η / max(τ, 1), τ = global_step − k, under the lock.
-            with tf.device("/job:ps/task:0"):
-                received = unpack(gradient_message, params)
-                with tf.control_dependencies(received):  # (the lock waits for the gradient)
-                    staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
-                        args, params, global_step, received, computed_at))
-            return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
-                    "gradients": gradients, "computed_at": computed_at}
-
-        # steps_per_run: K steps per session.run, each one's τ kept
-        graph = repeat(step, args.steps_per_run, stacked={"staleness": tf.int64})
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, global_step=global_step, test_accuracy=test_accuracy, params=params)
+        # Staleness-aware: pull θ (packed into one vector: one message) and the step k it is
+        # at, together under the lock.
+        with tf.device("/job:ps/task:0"):
+            theta_message, computed_at = lock.execute(
+                lambda: read_theta_and_step(params, global_step))
+        # The gradient at the pulled θ, on this worker, packed into one message to the ps.
+        pulled = unpack(theta_message, params)
+        images, labels = batches.get_next()
+        loss = net.loss(pulled, images, labels)
+        gradients = tf.gradients(loss, pulled)
+        gradient_message = pack(gradients)
+        # Staleness-aware: apply it with the rate η / max(τ, 1), τ = global_step − k, under the
+        # lock.
+        with tf.device("/job:ps/task:0"):
+            received = unpack(gradient_message, params)
+            with tf.control_dependencies(received):  # (the lock waits for the gradient)
+                staleness, global_step_after = lock.execute(lambda: apply_with_staleness(
+                    args, params, global_step, received, computed_at))
+        test_accuracy = net.accuracy(params)
+    return {"train_op": global_step_after, "staleness": staleness, "loss": loss,
+            "gradients": gradients, "computed_at": computed_at, "global_step": global_step,
+            "test_accuracy": test_accuracy, "params": params}
 
 
 def read_theta_and_step(params, global_step):
@@ -133,7 +128,7 @@ def train(args, server, watchdog):
             # Staleness-aware: the ps applies g with η / max(τ, 1) and returns τ.
             global_step, gradient_staleness, loss = sess.run(
                 [graph["train_op"], graph["staleness"], graph["loss"]])
-            staleness.extend(np.ravel(gradient_staleness))
+            staleness.append(int(gradient_staleness))
             loop.step(loss, global_step)
     print("[%s] staleness τ of the %d gradients: mean %.2f, max %d (rate η / max(τ, 1))"
           % (loop.who, len(staleness), np.mean(staleness or [0]), max(staleness or [0])),
@@ -1122,65 +1117,6 @@ def sent_to_the_ps(tensors, params):
             for i, value in zip(indices, unpack(message, on_ps)):
                 arrived[i] = value
     return arrived
-
-
-# -- K steps per session.run (--steps_per_run) ----------------------------------------------------
-def repeat(step, steps):
-    """step() builds one training step and returns {"train_op": the global step after it, "loss":
-    its loss}. With K = steps > 1, K such steps run one after the other in a tf.while_loop, in one
-    session.run: the same updates, K - 1 round trips fewer; "loss" is then the K losses."""
-    if steps == 1:
-        return step()
-    on_the_ps = tf.train.get_global_step().device
-
-    def body(index, global_step, written, losses):
-        made = len(tf.get_default_graph().get_operations())
-        anchors = [global_step, written, losses.flow]
-        ops = step()
-        losses = losses.write(written, ops["loss"])
-        following, written = index + 1, written + 1
-        with tf.device(on_the_ps):  # the loop's global step stays on the ps: one round trip
-            after = (following, tf.identity(ops["train_op"]), written, losses)
-        local_go_ahead(tf.get_default_graph().get_operations()[made:], index, anchors)
-        return after
-
-    with tf.device(on_the_ps):
-        first = tf.constant(0, tf.int64)
-    with tf.device(beside_its_input):
-        ran, global_step, _, losses = tf.while_loop(
-            lambda index, *_: index < steps, body,
-            [tf.constant(0), first, tf.constant(0), kept_here(tf.float32, steps)],
-            parallel_iterations=1, back_prop=False)
-    return {"train_op": global_step, "loss": losses.gather(tf.range(ran))}
-
-
-def local_go_ahead(ops, pivot, anchors):
-    """In a loop's body, an op that takes nothing from the loop waits for a loop
-    variable on its own device, not for the pivot's go-ahead from another task."""
-    local = {anchor.device: anchor.op for anchor in anchors if anchor.device != pivot.device}
-    for op in ops:
-        if pivot.op in op.control_inputs and op.device in local:
-            others = [control for control in op.control_inputs if control is not pivot.op]
-            op._remove_all_control_inputs()  # (the edge tf.while_loop gave it, and the others)
-            for control in others + [local[op.device]]:
-                op._add_control_input(control)
-
-
-def kept_here(dtype, size):
-    """A TensorArray that stays on this worker (its writes do not cross to the ps)."""
-    return tf.TensorArray(dtype, size, colocate_with_first_write_call=False)
-
-
-def beside_its_input(op):
-    """A device function: tf.while_loop's own ops go where their input is."""
-    loop = ("Enter", "Merge", "Switch", "NextIteration", "Exit", "RefEnter", "RefMerge",
-            "RefSwitch", "RefNextIteration", "RefExit", "LoopCond")
-    if op.device or not op.inputs:
-        return op.device
-    if op.type in loop or op.type == "Identity" and op.inputs[0].op.type in ("Switch",
-                                                                           "RefSwitch"):
-        return op.inputs[0].device
-    return op.device
 
 
 # -- main -----------------------------------------------------------------------------------------

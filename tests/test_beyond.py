@@ -203,15 +203,14 @@ def assert_close(actual, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("steps_per_run", ["1", "100"])
 @pytest.mark.parametrize("name", ["AEASGD", "EAMSGD"])
-def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name, steps_per_run):
+def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name):
     """θᵢ crosses to the ps as one message before the exchange takes its lock, so that the lock
     is never held while a tensor is on the network: no op under the lock takes an input from a
-    worker, and the lock waits for the packed θᵢ on the ps (in the K = 100 loop too)."""
+    worker, and the lock waits for the packed θᵢ on the ps."""
     from test_asynchronous import cluster_flags, worker_args
     module = load_example(SCRIPTS[name])
-    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run])
+    args = worker_args(module, cluster_flags(2), 1)
     with module.tf.Graph().as_default() as graph:
         module.build_graph(args)
     under_the_lock = [op for op in graph.get_operations()
@@ -235,16 +234,15 @@ def test_the_elastic_lock_is_taken_once_theta_i_is_on_the_ps(name, steps_per_run
     assert [op.type for op in crossing] == ["ConcatV2"], crossing  # ... from one message
 
 
-@pytest.mark.parametrize("steps_per_run", ["1", "10"])
 @pytest.mark.parametrize("name", ["DynSGD", "Staleness-Aware-SGD"])
-def test_the_update_lock_is_taken_once_what_it_applies_is_on_the_ps(name, steps_per_run):
+def test_the_update_lock_is_taken_once_what_it_applies_is_on_the_ps(name):
     """As for the elastic lock: no op under either lock (the pull, the update) takes an input
     from a worker (DynSGD's counter_pulled was read from it), and the update's lock waits for
     what it applies, cut on the ps from one message (Δ, or the gradient)."""
     from test_asynchronous import cluster_flags, worker_args
     module = load_example(SCRIPTS[name])
-    args = worker_args(module, cluster_flags(2), 1, ["--steps_per_run", steps_per_run] + (
-        ["--window", "5"] if name == "DynSGD" else []))
+    args = worker_args(module, cluster_flags(2), 1,
+                       ["--window", "5"] if name == "DynSGD" else [])
     with module.tf.Graph().as_default() as graph:
         module.build_graph(args)
     under_a_lock = [op for op in graph.get_operations() if "critical_section_execute" in op.name]
@@ -415,12 +413,11 @@ def test_a_stale_gradient_is_applied_with_the_rate_divided_by_its_staleness(stal
 
 def test_on_three_ps_tasks_the_critical_sections_count_every_update_and_every_ps_exits_0():
     """Staleness-Aware-SGD, two workers, θ and the global step spread over three ps tasks
-    (replica_device_setter's round robin; the lock on ps 0), K = 20 steps per session.run: the
-    locked update counts every worker's step exactly once (the global step is the sum of the
-    local steps), training reaches the accuracy of a short run, and each ps task hears that
-    both workers are done and exits 0 by itself."""
-    cluster = run_cluster(SCRIPTS["Staleness-Aware-SGD"], ps=3, args=[
-        "--train_steps", "600", "--steps_per_run", "20"])
+    (replica_device_setter's round robin; the lock on ps 0): the locked update counts every
+    worker's step exactly once (the global step is the sum of the local steps), training
+    reaches the accuracy of a short run, and each ps task hears that both workers are done and
+    exits 0 by itself."""
+    cluster = run_cluster(SCRIPTS["Staleness-Aware-SGD"], ps=3, args=["--train_steps", "600"])
     results = worker_results(cluster)
     text = output(cluster)
     assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
