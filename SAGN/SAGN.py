@@ -192,8 +192,8 @@ def model(images, classes):
 
 
 # =============================================================================================
-# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
-# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Appendix, synchronous family: the flag N, a worker's synchronous step and the hook that
+# ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
 # Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
 # it so); Synchronous-SGD/README.md explains it.
 # =============================================================================================
@@ -214,36 +214,16 @@ def check_replicas_flag(parser, args):
                      "got %d" % (workers, args.replicas_to_aggregate))
 
 
-def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
-    """A worker's synchronous step; returns the global step of the token it took. Outside a loop
-    (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
-    half of the step (each gradient into its variable's accumulator, tagged with this worker's
-    step; then a token, which becomes its step) and the chief's half (the mean of N from each
-    accumulator, the update, M tokens) that SynchronousTrainingHook runs on its own. In the
-    tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
-    apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
-    only needs their shapes), and each iteration builds the worker's half from the
-    accumulators and the queue that it made (TF 1.15's attribute names). There the worker's
-    step tag is a variable on the ps, beside the queue, not the optimizer's own on the worker:
-    so the token stays on the ps, where the loop decides whether to go on, and the worker waits
-    for θ alone, not for the token first (see steps_in_a_loop)."""
+def synchronous_step(optimizer, grads_and_vars, global_step):
+    """A worker's synchronous step; returns the global step of the token it took. It is
+    SyncReplicasOptimizer.apply_gradients, which builds the worker's half of the step (each
+    gradient into its variable's accumulator, tagged with this worker's step; then a token,
+    which becomes its step) and the chief's half (the mean of N from each accumulator, the
+    update, M tokens) that SynchronousTrainingHook runs on its own, in a loop on the ps (see
+    aggregations_on_the_ps)."""
     gradients, variables = zip(*grads_and_vars)  # (the gradients reach the ps in one message)
     grads_and_vars = list(zip(sent_to_the_ps(gradients, variables), variables))
-    if not in_a_loop:
-        return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
-    with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
-        optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
-                                  global_step=global_step)
-        worker = tf.DeviceSpec.from_string(optimizer._local_step.device).task
-        with tf.device(global_step.device):  # set at each session's start, like the optimizer's
-            tag = tf.Variable(global_step.read_value(), trainable=False, name="sync_rep_tag_"
-                              "worker%d" % worker, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-    sent = []
-    for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
-        with tf.device(device):  # read the tag in the loop: it changes at every iteration
-            sent.append(accumulator.apply_grad(gradient, tag.read_value()))
-    with tf.control_dependencies(sent), tf.device(global_step.device):
-        return tf.assign(tag, optimizer._sync_token_queue.dequeue())
+    return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
 
 def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
@@ -254,7 +234,7 @@ def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
     own op does once per session.run. The loop ends after the update that reaches last_step, or
     the first to end `seconds` after it started; it returns the global step after its last
     update. So the chief's thread and the ps do not exchange a request and a reply for every
-    update (TF 1.15's attribute names, as in synchronous_step)."""
+    update (it uses SyncReplicasOptimizer's private attributes, TF 1.15's names)."""
     def aggregate(_):
         taken = []
         for accumulator, device in optimizer._accumulator_list:

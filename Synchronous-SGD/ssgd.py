@@ -47,7 +47,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "ssgd"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K synchronous steps per session.run
 STARTED = time.time()
 
 
@@ -77,42 +76,32 @@ def add_learning_rate_schedule(parser):
 def build_graph(args):
     """θ, global_step, the gradient accumulators and the token queue on the ps; input, forward
     and backward passes on this worker."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial_parameters(train_images.shape[1], 10, args.seed))
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
-                                  args.batch_size, args.seed)
+        images, labels = worker_batches(net.train_images, net.train_labels, args.task_index,
+                                        workers, args.batch_size, args.seed)
         # η is a function: the chief's aggregation, a loop on the ps, computes it at each update.
         optimizer = tf.train.SyncReplicasOptimizer(
             tf.train.GradientDescentOptimizer(lambda: learning_rate(args, global_step)),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
-
-        def step():
-            images, labels = batches.get_next()
-            # θ comes from the ps in one message (read_from_the_ps); the passes run here.
-            theta = read_from_the_ps(params)
-            loss = cross_entropy(theta, images, labels)
-            # A worker's step puts gᵢ into one accumulator per variable on the ps, tagged with
-            # the global step it was computed at (an older tag is stale: dropped), then takes a
-            # token from the token queue. The chief's aggregation (SynchronousTrainingHook)
-            # takes the mean of N gradients from every accumulator, applies θ ← θ − η·mean(g),
-            # adds 1 to global_step and puts one token per worker, holding the new global step,
-            # in the queue. The step returns its token's global step.
-            token = synchronous_step(optimizer, zip(tf.gradients(loss, theta), params),
-                                     global_step, in_a_loop=args.steps_per_run > 1)
-            return {"train_op": token, "loss": loss}
-
-        # SSGD: K synchronous steps per session.run, none after the last update (no token would
-        # come for it).
-        graph = repeat(step, args.steps_per_run, until=lambda token: token >= args.train_steps)
-        test_accuracy = accuracy(params, test_images, test_labels)
-    return dict(graph, params=params, global_step=global_step, test_accuracy=test_accuracy,
-                optimizer=optimizer)
+        # θ comes from the ps in one message (read_from_the_ps); the passes run here.
+        theta = read_from_the_ps(params)
+        loss = net.loss(theta, images, labels)
+        # SSGD: a worker's step puts gᵢ into one accumulator per variable on the ps, tagged with
+        # the global step it was computed at (an older tag is stale: dropped), then takes a
+        # token from the token queue. The chief's aggregation (SynchronousTrainingHook) takes
+        # the mean of N gradients from every accumulator, applies θ ← θ − η·mean(g), adds 1 to
+        # global_step and puts one token per worker, holding the new global step, in the
+        # queue. The step returns its token's global step.
+        token = synchronous_step(optimizer, zip(tf.gradients(loss, theta), params), global_step)
+        test_accuracy = net.accuracy(params)
+    return {"train_op": token, "loss": loss, "params": params, "global_step": global_step,
+            "test_accuracy": test_accuracy, "optimizer": optimizer}
 
 
 def learning_rate(args, global_step):
@@ -135,8 +124,8 @@ def train(args, server, watchdog):
     synchronous = SynchronousTrainingHook(args, server, graph, watchdog)
     with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
         while loop.running():
-            # One synchronous step (K with --steps_per_run): send gᵢ, then wait for a token.
-            # The token holds the global step of the update that released it.
+            # One synchronous step: send gᵢ, then wait for a token. The token holds the global
+            # step of the update that released it.
             global_step, loss = sess.run([graph["train_op"], graph["loss"]])
             loop.step(loss, global_step)
     return loop.report()
@@ -180,8 +169,8 @@ def model(images, classes):
 
 
 # =============================================================================================
-# Appendix, synchronous family: the flag N, a worker's synchronous step (in a loop too) and
-# the hook that ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
+# Appendix, synchronous family: the flag N, a worker's synchronous step and the hook that
+# ends synchronous training cleanly. The same, line for line, in Synchronous-SGD,
 # Synchronous-SGD-different-learning-rates, SAGN and Local-SGD (tools/shared_helpers.py keeps
 # it so); Synchronous-SGD/README.md explains it.
 # =============================================================================================
@@ -202,36 +191,16 @@ def check_replicas_flag(parser, args):
                      "got %d" % (workers, args.replicas_to_aggregate))
 
 
-def synchronous_step(optimizer, grads_and_vars, global_step, in_a_loop):
-    """A worker's synchronous step; returns the global step of the token it took. Outside a loop
-    (--steps_per_run 1) it is SyncReplicasOptimizer.apply_gradients, which builds the worker's
-    half of the step (each gradient into its variable's accumulator, tagged with this worker's
-    step; then a token, which becomes its step) and the chief's half (the mean of N from each
-    accumulator, the update, M tokens) that SynchronousTrainingHook runs on its own. In the
-    tf.while_loop of --steps_per_run K the chief's half must stay outside the loop: so
-    apply_gradients builds it there, given zeros for gradients (its worker's half, never run,
-    only needs their shapes), and each iteration builds the worker's half from the
-    accumulators and the queue that it made (TF 1.15's attribute names). There the worker's
-    step tag is a variable on the ps, beside the queue, not the optimizer's own on the worker:
-    so the token stays on the ps, where the loop decides whether to go on, and the worker waits
-    for θ alone, not for the token first (see steps_in_a_loop)."""
+def synchronous_step(optimizer, grads_and_vars, global_step):
+    """A worker's synchronous step; returns the global step of the token it took. It is
+    SyncReplicasOptimizer.apply_gradients, which builds the worker's half of the step (each
+    gradient into its variable's accumulator, tagged with this worker's step; then a token,
+    which becomes its step) and the chief's half (the mean of N from each accumulator, the
+    update, M tokens) that SynchronousTrainingHook runs on its own, in a loop on the ps (see
+    aggregations_on_the_ps)."""
     gradients, variables = zip(*grads_and_vars)  # (the gradients reach the ps in one message)
     grads_and_vars = list(zip(sent_to_the_ps(gradients, variables), variables))
-    if not in_a_loop:
-        return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
-    with tf.control_dependencies(None), tf.name_scope(None):  # out of the loop
-        optimizer.apply_gradients([(tf.zeros(v.shape), v) for _, v in grads_and_vars],
-                                  global_step=global_step)
-        worker = tf.DeviceSpec.from_string(optimizer._local_step.device).task
-        with tf.device(global_step.device):  # set at each session's start, like the optimizer's
-            tag = tf.Variable(global_step.read_value(), trainable=False, name="sync_rep_tag_"
-                              "worker%d" % worker, collections=[tf.GraphKeys.LOCAL_VARIABLES])
-    sent = []
-    for (gradient, _), (accumulator, device) in zip(grads_and_vars, optimizer._accumulator_list):
-        with tf.device(device):  # read the tag in the loop: it changes at every iteration
-            sent.append(accumulator.apply_grad(gradient, tag.read_value()))
-    with tf.control_dependencies(sent), tf.device(global_step.device):
-        return tf.assign(tag, optimizer._sync_token_queue.dequeue())
+    return optimizer.apply_gradients(grads_and_vars, global_step=global_step)
 
 
 def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
@@ -242,7 +211,7 @@ def aggregations_on_the_ps(optimizer, params, global_step, last_step, seconds):
     own op does once per session.run. The loop ends after the update that reaches last_step, or
     the first to end `seconds` after it started; it returns the global step after its last
     update. So the chief's thread and the ps do not exchange a request and a reply for every
-    update (TF 1.15's attribute names, as in synchronous_step)."""
+    update (it uses SyncReplicasOptimizer's private attributes, TF 1.15's names)."""
     def aggregate(_):
         taken = []
         for accumulator, device in optimizer._accumulator_list:
