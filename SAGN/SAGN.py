@@ -42,7 +42,6 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "sagn"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K / T rounds per session.run
 STARTED = time.time()
 
 
@@ -61,18 +60,16 @@ def parse_flags(argv=None):
 
 def build_graph(args):
     """θ, global_step, the accumulators and the token queue on the ps; the local copy θᵢ, the
-    input and every local step on this worker. K = 1 (--steps_per_run) gives the ops of the
-    lesson's round (pull, local_step, commit); K > 1, one op that runs K / T whole rounds."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    input and every local step on this worker: the ops of the lesson's round (pull,
+    local_step, commit)."""
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], 10, args.seed)
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial)
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
-        test_accuracy = accuracy(params, test_images, test_labels)
+        test_accuracy = net.accuracy(params)
         # The chief's aggregation (SynchronousTrainingHook) takes the mean of N commits −Δᵢ,
         # applies θ ← θ − mean(−Δᵢ) = θ + mean(Δᵢ) (a step of size 1), adds 1 to global_step
         # and puts one token per worker, holding the new global step, in the queue.
@@ -80,48 +77,36 @@ def build_graph(args):
             tf.train.GradientDescentOptimizer(1.0),
             replicas_to_aggregate=args.replicas_to_aggregate, total_num_replicas=workers)
     with tf.device(worker_device):
-        # θᵢ, and the θ this round started from: local variables, on this worker only.
+        # SAGN: θᵢ, and the θ this round started from: local variables, on this worker only.
         local = {"trainable": False, "collections": [tf.GraphKeys.LOCAL_VARIABLES]}
-        with tf.name_scope("local"):
-            local_params = create_parameters(initial, **local)
-        with tf.name_scope("round_start"):
-            round_start = create_parameters(initial, **local)
-        batches = worker_iterator(train_images, train_labels, args.task_index, workers,
-                                  args.batch_size, args.seed)
+        local_params = net.parameters("local", **local)
+        round_start = net.parameters("round_start", **local)
+        images, labels = worker_batches(net.train_images, net.train_labels, args.task_index,
+                                        workers, args.batch_size, args.seed)
         sgd = tf.train.GradientDescentOptimizer(args.learning_rate)
 
-        def pull():  # θᵢ ← θ, and remember θ (θ comes from the ps in one message)
-            pulled = read_from_the_ps(params)  # (read on the ps: in a loop, at every round)
-            return tf.group(*[tf.assign(variable, value) for variable, value
-                              in zip(local_params + round_start, pulled + pulled)])
+        # SAGN: pull, θᵢ ← θ, and remember θ (θ comes from the ps in one message).
+        pulled = read_from_the_ps(params)
+        pull = tf.group(*[tf.assign(variable, value) for variable, value
+                          in zip(local_params + round_start, pulled + pulled)])
 
-        def local_step():  # θᵢ ← θᵢ − η·g(θᵢ), on this worker's next minibatch
-            loss = cross_entropy(local_params, *batches.get_next())
-            # The passes read θᵢ in place: tf.tuple holds every gradient back until all are
-            # computed, so that no update of θᵢ starts under a backward pass still reading it.
-            gradients = tf.tuple(tf.gradients(loss, local_params))
-            return {"train_op": sgd.apply_gradients(zip(gradients, local_params)), "loss": loss}
+        # A local step, θᵢ ← θᵢ − η·g(θᵢ), on this worker's next minibatch. The passes read θᵢ
+        # in place: tf.tuple holds every gradient back until all are computed, so that no
+        # update of θᵢ starts under a backward pass still reading it.
+        loss = net.loss(local_params, images, labels)
+        gradients = tf.tuple(tf.gradients(loss, local_params))
+        local_step = sgd.apply_gradients(zip(gradients, local_params))
 
-        def commit(*after):  # (after: the round's last local step, in the loop of K > 1)
-            # The accumulated update of the round, normalized by the window: Δᵢ = (θᵢ − θ) / T.
-            with tf.control_dependencies(after):
-                accumulated_update = [(param.read_value() - start.read_value()) / args.window
-                                      for param, start in zip(local_params, round_start)]
-            # −Δᵢ goes to the ps as the "gradient", tagged with the round (global step) it
-            # belongs to (a late one is stale: dropped); then take a token.
-            return synchronous_step(optimizer, [(-update, param) for update, param
-                                                in zip(accumulated_update, params)],
-                                    global_step, in_a_loop=args.steps_per_run > 1)
-
-        if args.steps_per_run == 1:  # SAGN: the lesson's round, one session.run per op
-            ops = local_step()
-            graph = {"local_step": ops["train_op"], "loss": ops["loss"], "commit": commit()}
-        else:  # K / T rounds, none after the last update (no token would come for it)
-            graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
-                                   start=pull, until=lambda token: token >= args.train_steps)
-        graph["pull"] = pull()  # (and PullWhenTheSessionIsCreated's, below)
-    return dict(graph, params=params, global_step=global_step, test_accuracy=test_accuracy,
-                local_params=local_params, optimizer=optimizer)
+        # SAGN: commit the accumulated update of the round, normalized by the window,
+        # Δᵢ = (θᵢ − θ) / T. −Δᵢ goes to the ps as the "gradient", tagged with the round (global
+        # step) it belongs to (a late one is stale: dropped); then take a token.
+        accumulated_update = [(param.read_value() - start.read_value()) / args.window
+                              for param, start in zip(local_params, round_start)]
+        commit = synchronous_step(optimizer, [(-update, param) for update, param
+                                              in zip(accumulated_update, params)], global_step)
+    return {"pull": pull, "local_step": local_step, "loss": loss, "commit": commit,
+            "params": params, "global_step": global_step, "test_accuracy": test_accuracy,
+            "local_params": local_params, "optimizer": optimizer}
 
 
 def train(args, server, watchdog):
@@ -130,9 +115,6 @@ def train(args, server, watchdog):
     hooks = [synchronous, PullWhenTheSessionIsCreated(graph["pull"])]  # SAGN: see below
     with training_session(args, server, graph, watchdog, hooks=hooks) as (sess, loop):
         while loop.running():
-            if args.steps_per_run > 1:  # K / T of the rounds below in one session.run
-                loop.step(*sess.run([graph["loss"], graph["local_step_and_commit"]]))
-                continue
             # SAGN: one round. Start from θ, make T local steps on θᵢ, send Δᵢ and wait for a
             # token; the token holds the global step of the update that released it.
             sess.run(graph["pull"])
