@@ -45,9 +45,7 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 tf.disable_v2_behavior()
 
 ALGORITHM = "local_sgd"
-MANY_STEPS_PER_RUN = True  # --steps_per_run K > 1 runs K / H rounds per session.run
 STARTED = time.time()
-CLASSES = 10  # the digits, and MNIST
 
 
 def parse_flags(argv=None):
@@ -71,25 +69,26 @@ def parse_flags(argv=None):
     if args.replicas_to_aggregate != workers:
         parser.error("--replicas_to_aggregate must be every worker (%d) here: the average "
                      "weights each θₖ by nₖ/n, exact only with every worker in it" % workers)
-    if args.non_iid and workers > CLASSES:
-        parser.error("--non_iid deals %d classes out to the workers: at most %d workers, got "
-                     "%d" % (CLASSES, CLASSES, workers))
+    if args.non_iid:  # Local-SGD: every worker needs a class of its own
+        classes = len(np.unique(load_data(args)[0][1]))
+        if workers > classes:
+            parser.error("--non_iid deals the %d classes of the training set out to the "
+                         "workers: at most %d workers, got %d" % (classes, classes, workers))
     return args
 
 
 def build_graph(args):
     """θ, global_step, the accumulators and the token queue on the ps; this worker's shard, its
-    copy θₖ and every local step on the worker (K > 1: K / H whole rounds in one op)."""
-    (train_images, train_labels), (test_images, test_labels) = load_dataset(args.dataset,
-                                                                            args.seed)
+    copy θₖ and every local step on the worker: the ops of the lesson's round (pull,
+    local_step, commit)."""
+    net = Model(args)  # your load_data() and model(), below
     workers = len(args.cluster["worker"])
     worker_device = "/job:worker/task:%d" % args.task_index
-    initial = initial_parameters(train_images.shape[1], CLASSES, args.seed)
     with tf.device(tf.train.replica_device_setter(
             worker_device=worker_device, cluster=tf.train.ClusterSpec(args.cluster))):
-        params = create_parameters(initial)
+        params = net.parameters()  # θ: the variables model() makes
         global_step = tf.train.get_or_create_global_step()
-        test_accuracy = accuracy(params, test_images, test_labels)
+        test_accuracy = net.accuracy(params)
         # The chief's aggregation (SynchronousTrainingHook) applies the mean of all M commits
         # −Δₖ with step size M: θ ← θ − M·mean(−Δₖ) = θ + Σₖ Δₖ = Σₖ (nₖ/n)·θₖ, global_step
         # += 1, and puts one token per worker, holding the new global step, in the queue.
@@ -97,60 +96,50 @@ def build_graph(args):
             tf.train.GradientDescentOptimizer(float(workers)),
             replicas_to_aggregate=workers, total_num_replicas=workers)
     with tf.device(worker_device):
-        # θₖ, and the θ this round started from: local variables, on this worker only.
+        # Local-SGD: θₖ, and the θ this round started from: local variables, on this worker.
         local = {"trainable": False, "collections": [tf.GraphKeys.LOCAL_VARIABLES]}
-        with tf.name_scope("local"):
-            local_params = create_parameters(initial, **local)
-        with tf.name_scope("round_start"):
-            round_start = create_parameters(initial, **local)
-        shard_images, shard_labels = shard(args, train_images, train_labels)
-        batches = worker_iterator(shard_images, shard_labels, 0, 1, args.batch_size,
-                                  args.seed + args.task_index)
+        local_params = net.parameters("local", **local)
+        round_start = net.parameters("round_start", **local)
+        shard_images, shard_labels = shard(args, net.train_images, net.train_labels)
+        images, labels = worker_batches(shard_images, shard_labels, 0, 1, args.batch_size,
+                                        args.seed + args.task_index)
         sgd = tf.train.GradientDescentOptimizer(args.learning_rate)
-        weight = len(shard_labels) / float(len(train_labels))
+        weight = len(shard_labels) / float(len(net.train_labels))
 
-        def pull():  # θₖ ← θ, and remember θ (θ comes from the ps in one message)
-            pulled = read_from_the_ps(params)
-            return tf.group(*[tf.assign(variable, value) for variable, value
-                              in zip(local_params + round_start, pulled + pulled)])
+        # Local-SGD: pull, θₖ ← θ, and remember θ (θ comes from the ps in one message).
+        pulled = read_from_the_ps(params)
+        pull = tf.group(*[tf.assign(variable, value) for variable, value
+                          in zip(local_params + round_start, pulled + pulled)])
 
-        def local_step():  # θₖ ← θₖ − η·g(θₖ), on a minibatch of this worker's shard of nₖ
-            loss = cross_entropy(local_params, *batches.get_next())
-            # The passes read θₖ in place: tf.tuple holds every gradient back until all are
-            # computed, so that no update of θₖ starts under a backward pass still reading it.
-            gradients = tf.tuple(tf.gradients(loss, local_params))
-            return {"train_op": sgd.apply_gradients(zip(gradients, local_params)), "loss": loss}
+        # A local step, θₖ ← θₖ − η·g(θₖ), on a minibatch of this worker's shard of nₖ. The
+        # passes read θₖ in place: tf.tuple holds every gradient back until all are computed,
+        # so that no update of θₖ starts under a backward pass still reading it.
+        loss = net.loss(local_params, images, labels)
+        gradients = tf.tuple(tf.gradients(loss, local_params))
+        local_step = sgd.apply_gradients(zip(gradients, local_params))
 
-        def commit(*after):  # (after: the round's last local step, in the loop of K > 1)
-            # Local-SGD: this worker's share of the average, Δₖ = (nₖ/n)·(θₖ − θ).
-            with tf.control_dependencies(after):
-                weighted_update = [weight * (param.read_value() - start.read_value())
-                                   for param, start in zip(local_params, round_start)]
-            # −Δₖ goes to the ps as the "gradient", tagged with its round; then take a token.
-            return synchronous_step(optimizer, [(-update, param) for update, param
-                                                in zip(weighted_update, params)],
-                                    global_step, in_a_loop=args.steps_per_run > 1)
-
-        if args.steps_per_run == 1:  # Local-SGD: the lesson's round, one session.run per op
-            ops = local_step()
-            graph = {"local_step": ops["train_op"], "loss": ops["loss"], "commit": commit()}
-        else:  # K / H rounds, none after the last average (no token would come for it)
-            graph = repeat_windows(local_step, commit, args.window, args.steps_per_run,
-                                   start=pull, until=lambda token: token >= args.train_steps)
-        graph["pull"] = pull()  # (and PullWhenTheSessionIsCreated's, below)
-    return dict(graph, params=params, global_step=global_step, test_accuracy=test_accuracy,
-                local_params=local_params, optimizer=optimizer,
-                shard_classes=sorted(set(shard_labels.tolist())), weight=weight)
+        # Local-SGD: commit this worker's share of the average, Δₖ = (nₖ/n)·(θₖ − θ). −Δₖ goes
+        # to the ps as the "gradient", tagged with its round; then take a token.
+        weighted_update = [weight * (param.read_value() - start.read_value())
+                           for param, start in zip(local_params, round_start)]
+        commit = synchronous_step(optimizer, [(-update, param) for update, param
+                                              in zip(weighted_update, params)], global_step)
+    return {"pull": pull, "local_step": local_step, "loss": loss, "commit": commit,
+            "params": params, "global_step": global_step, "test_accuracy": test_accuracy,
+            "local_params": local_params, "optimizer": optimizer,
+            "shard_classes": sorted(set(shard_labels.tolist())), "weight": weight}
 
 
 def shard(args, images, labels):
     """This worker's nₖ training examples: every M-th one (IID), or with --non_iid by label:
-    the classes, shuffled by --seed, are dealt out in M groups as even as can be, and worker k
-    gets every example of its group's classes, so that the shard sizes nₖ differ."""
+    the classes of the training set, shuffled by --seed, are dealt out in M groups as even as
+    can be, and worker k gets every example of its group's classes, so that the shard sizes nₖ
+    differ."""
     workers = len(args.cluster["worker"])
     if not args.non_iid:
         return images[args.task_index::workers], labels[args.task_index::workers]
-    classes = np.array_split(np.random.RandomState(args.seed).permutation(CLASSES), workers)
+    classes = np.array_split(np.random.RandomState(args.seed).permutation(np.unique(labels)),
+                             workers)
     mine = np.isin(labels, classes[args.task_index])
     return images[mine], labels[mine]
 
@@ -164,9 +153,6 @@ def train(args, server, watchdog):
     hooks = [synchronous, PullWhenTheSessionIsCreated(graph["pull"])]  # Local-SGD: see below
     with training_session(args, server, graph, watchdog, hooks=hooks) as (sess, loop):
         while loop.running():
-            if args.steps_per_run > 1:  # K / H of the rounds below in one session.run
-                loop.step(*sess.run([graph["loss"], graph["local_step_and_commit"]]))
-                continue
             # Local-SGD: one round. Start from θ, make H local steps on θₖ, send Δₖ and wait
             # for a token; the token holds the global step of the average that released it.
             sess.run(graph["pull"])
