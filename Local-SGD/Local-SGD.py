@@ -69,14 +69,10 @@ def parse_flags(argv=None):
     if args.replicas_to_aggregate != workers:
         parser.error("--replicas_to_aggregate must be every worker (%d) here: the average "
                      "weights each θₖ by nₖ/n, exact only with every worker in it" % workers)
-    if args.non_iid:  # Local-SGD: every worker needs a class of its own
-        try:
-            classes = len(np.unique(load_data(args)[0][1]))
-        except Exception:  # (your load_data's error: check_model_and_data says it, one line)
-            classes = workers
-        if workers > classes:
-            parser.error("--non_iid deals the %d classes of the training set out to the "
-                         "workers: at most %d workers, got %d" % (classes, classes, workers))
+    classes = classes_in_the_training_set(args) if args.non_iid else workers
+    if workers > classes:  # Local-SGD: --non_iid gives every worker a class of its own
+        parser.error("--non_iid deals the %d classes of the training set out to the workers: "
+                     "at most %d workers, got %d" % (classes, classes, workers))
     return args
 
 
@@ -145,6 +141,15 @@ def shard(args, images, labels):
                              workers)
     mine = np.isin(labels, classes[args.task_index])
     return images[mine], labels[mine]
+
+
+def classes_in_the_training_set(args):
+    """How many classes --non_iid deals out. (A load_data that fails here counts as enough:
+    check_model_and_data says what is wrong with it, in one line, before any server starts.)"""
+    try:
+        return len(np.unique(load_data(args)[0][1]))
+    except Exception:
+        return len(args.cluster["worker"])
 
 
 def train(args, server, watchdog):
