@@ -51,11 +51,11 @@ def test_local_sgd_reaches_accuracy_with_h_local_steps_per_round():
 # ---------------------------------------------------------------------------------------------
 def minibatches_of(module, args, count):
     """The first `count` minibatches that worker args.task_index trains on, from the script's own
-    shard and input pipeline."""
+    data, shard and input pipeline (Model seeds the graph, and so the shuffling)."""
     tf = module.tf
-    (images, labels), _ = data_and_initial_theta(module, args.seed)[0]
     with tf.Graph().as_default():
-        shard_images, shard_labels = module.shard(args, images, labels)
+        net = module.Model(args)
+        shard_images, shard_labels = module.shard(args, net.train_images, net.train_labels)
         batch = module.worker_batches(shard_images, shard_labels, 0, 1, args.batch_size,
                                       args.seed + args.task_index)
         with tf.Session() as sess:

@@ -21,10 +21,12 @@ from helpers import (assert_no_process_left, data_and_initial_theta, example, fr
                     last_checkpoint_step, listening, load_example, LocalCluster, output,
                     results_in, ROOT, run_cluster, run_script, start_the_chief_last, wait_until,
                     worker_results)
+from test_asynchronous import cluster_flags, in_process_cluster, worker_args
 
 SSGD = "Synchronous-SGD/ssgd.py"
 RATES = "Synchronous-SGD-different-learning-rates/ssgd.py"
 SAGN = "SAGN/SAGN.py"
+LOCAL_SGD = "Local-SGD/Local-SGD.py"
 SHARD = 479  # 1,437 training images / 3 workers
 
 
@@ -186,6 +188,46 @@ def test_sagn_keeps_the_local_copy_in_local_variables_on_the_worker():
         local_names = {v.op.name for v in module.tf.local_variables()}
         assert {v.op.name for v in built["local_params"]} <= local_names
         assert all(v.device == "/job:worker/task:1" for v in built["local_params"])
+
+
+@pytest.mark.parametrize("script", [SAGN, LOCAL_SGD])
+def test_a_session_created_mid_round_pulls_theta_before_the_round_goes_on(script, monkeypatch):
+    """A session (re-)created mid-round, after its ps came back, holds θᵢ and the round's start
+    at their initial values; the lesson's PullWhenTheSessionIsCreated runs the pull there, so
+    that the rest of the round steps from the ps's θ. train() hands it to the session, and
+    running it sets both to θ (here θ on the ps is moved away from the initial values first)."""
+    module, _, [worker] = in_process_cluster(script, 1, [])
+    worker.initialize(chief=True)
+    tf, built = module.tf, worker.built
+    with worker.graph.as_default():
+        params = tf.trainable_variables()
+        moved = [tf.assign_add(param, tf.ones_like(param)) for param in params]
+        copies = {prefix: [worker.graph.get_tensor_by_name(prefix + param.op.name + ":0")
+                           for param in params] for prefix in ("local/", "round_start/")}
+    theta = worker.session.run(moved)
+    for prefix, variables in copies.items():
+        assert not any(np.array_equal(v, t) for v, t in zip(worker.session.run(variables),
+                                                             theta)), prefix
+    handed = []
+
+    class Handed(Exception):
+        pass
+
+    def training_session(args, server, graph, watchdog, hooks):
+        handed.extend(hooks)
+        raise Handed()
+
+    monkeypatch.setattr(module, "training_session", training_session)
+    monkeypatch.setattr(module, "SynchronousTrainingHook", lambda *args: "synchronous")
+    args = worker_args(module, cluster_flags(1), 0, [])
+    with tf.Graph().as_default(), pytest.raises(Handed):
+        module.train(args, None, None)
+    assert [type(hook).__name__ for hook in handed] == ["str", "PullWhenTheSessionIsCreated"]
+
+    module.PullWhenTheSessionIsCreated(built["pull"]).after_create_session(worker.session, None)
+    for prefix, variables in copies.items():
+        assert all(np.array_equal(v, t) for v, t in zip(worker.session.run(variables),
+                                                         theta)), prefix
 
 
 # ---------------------------------------------------------------------------------------------
