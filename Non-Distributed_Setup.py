@@ -334,6 +334,14 @@ def check_model_and_data(args, who, workers):
             if not np.isfinite(sess.run(loss)):
                 return bad("the loss of model() at its initial θ is not finite",
                            "check load_data's values and model's initial values")
+        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints and
+            needed = (4 * sum(v.shape.num_elements() * 4 for v in theta)  # the graph, whose
+                      + 5 * train.nbytes + 2 ** 20)  # input pipeline holds the data
+            stat = os.statvfs(args.log_dir)
+            if stat.f_bavail * stat.f_frsize < needed:
+                return bad("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB"
+                           % (args.log_dir, stat.f_bavail * stat.f_frsize // 1024,
+                              needed // 1024), "free some space or name another directory")
         checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
         if checkpoint:
             try:

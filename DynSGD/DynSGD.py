@@ -1089,6 +1089,14 @@ def check_model_and_data(args, who, workers):
             if not np.isfinite(sess.run(loss)):
                 return bad("the loss of model() at its initial θ is not finite",
                            "check load_data's values and model's initial values")
+        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints and
+            needed = (4 * sum(v.shape.num_elements() * 4 for v in theta)  # the graph, whose
+                      + 5 * train.nbytes + 2 ** 20)  # input pipeline holds the data
+            stat = os.statvfs(args.log_dir)
+            if stat.f_bavail * stat.f_frsize < needed:
+                return bad("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB"
+                           % (args.log_dir, stat.f_bavail * stat.f_frsize // 1024,
+                              needed // 1024), "free some space or name another directory")
         checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
         if checkpoint:
             try:
@@ -1191,6 +1199,15 @@ def main(argv=None):
               "re-created here; start this worker again (%s)" % (who, error_line(error)),
               file=sys.stderr)
         return RETRYABLE_EXIT_CODE
+    except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+            tf.errors.FailedPreconditionError) as error:
+        if not args.log_dir or args.log_dir not in error.message:
+            raise
+        print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
+              "permissions, then start this worker again" % (who, args.log_dir,
+                                                             error_line(error)),
+              file=sys.stderr)
+        return 1
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error_line(error)), file=sys.stderr)

@@ -82,3 +82,60 @@ def test_a_ps_restarted_after_the_run_ended_finds_it_complete_and_exits_0(tmp_pa
         cluster.stop()
     assert cluster.returncodes()["ps0"] == 0, output(cluster, "ps0")
     assert "the run is already complete" in output(cluster, "ps0")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs, unmounted at the end (root only)."""
+    import os
+    import subprocess
+    path = tmp_path / "disk"
+    path.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs",
+                                            str(path)]).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)])
+
+
+def test_a_log_dir_too_small_for_its_checkpoints_is_refused_before_any_server(small_disk):
+    (small_disk / "filler").write_bytes(b"x" * (14 * 2 ** 20))
+    cluster = LocalCluster(example(HOGWILD), workers=1, echo=False,
+                           args=["--log_dir", str(small_disk / "run")])
+    try:
+        cluster.start()
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert cluster.returncodes()["worker0"] == 2, output(cluster)
+    errors = [line for line in cluster.task("worker0").lines if "error:" in line]
+    assert len(errors) == 1 and "KiB free, and its checkpoints need about" in errors[0], (
+        output(cluster))
+
+
+def test_a_disk_that_fills_during_the_run_ends_the_chief_in_one_line(small_disk):
+    """The chief's next checkpoint fails: one line naming --log_dir, exit 1, no traceback."""
+    log_dir = small_disk / "run"
+    cluster = LocalCluster(example(HOGWILD), workers=1, echo=False, args=[
+        "--log_dir", str(log_dir), "--train_steps", "100000", "--checkpoint_every", "200",
+        "--step_delay", "0.002", "--timeout", "5"])
+    try:
+        cluster.start()
+        assert cluster.wait_for_line("worker0", r"step 250 ", 60), output(cluster)
+        with open(str(small_disk / "filler"), "wb") as filler:  # the disk fills up
+            try:
+                while True:
+                    filler.write(b"x" * 65536)
+            except OSError:
+                pass
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert cluster.returncodes()["worker0"] == 1, output(cluster)
+    worker = output(cluster, "worker0")
+    assert "Traceback" not in worker, worker
+    errors = [line for line in cluster.task("worker0").lines if "error:" in line]
+    assert len(errors) == 1 and "--log_dir %s cannot take a checkpoint" % log_dir in errors[0], (
+        worker)

@@ -32,6 +32,15 @@ def main(argv=None):
               "re-created here; start this worker again (%s)" % (who, error_line(error)),
               file=sys.stderr)
         return RETRYABLE_EXIT_CODE
+    except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+            tf.errors.FailedPreconditionError) as error:
+        if not args.log_dir or args.log_dir not in error.message:
+            raise
+        print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
+              "permissions, then start this worker again" % (who, args.log_dir,
+                                                             error_line(error)),
+              file=sys.stderr)
+        return 1
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error_line(error)), file=sys.stderr)
