@@ -3,11 +3,10 @@ against what the scripts expect (roles, replica counts, ports, commands, restart
 policies, the container they run in), the TF_CONFIG each pod would get, computed as Kubeflow's
 training-operator writes it (or, for the plain Jobs, as the pod builds it from its index), and
 real processes started with exactly that TF_CONFIG, on localhost ports in place of the Services'
-names; and the new cluster resolution (Cluster-Engines/cluster_from_flags.py), pasted into a copy
-of an example, against every answer the examples give today."""
+names; and what the scripts take from an engine: the cluster flags and TF_CONFIG, never Slurm's
+variables (Cluster-Engines/slurm/slurm_task.py turns those into flags)."""
 import copy
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -16,11 +15,11 @@ import sys
 import pytest
 import yaml
 
-from engines_helpers import (CHIEF_REFUSAL, ENGINES, READS_SLURM, patched_example,
-                             resolution_names)
-from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports, output,
-                     results_in, run_script, worker_results)
+import shared_helpers
+from helpers import (ROOT, LocalCluster, assert_no_process_left, example, free_ports,
+                     load_example, output, results_in, run_script, worker_results)
 
+ENGINES = os.path.join(ROOT, "Cluster-Engines")
 KUBERNETES = os.path.join(ENGINES, "kubernetes")
 TFJOBS = sorted(glob.glob(os.path.join(KUBERNETES, "tfjob-*.yaml")))
 PLAIN = sorted(glob.glob(os.path.join(KUBERNETES, "jobs-*.yaml")))
@@ -29,8 +28,10 @@ CLUSTER_FLAGS = ("--job_name", "--task_index", "--ps_hosts", "--worker_hosts")
 IMAGE = "tf1-examples:latest"  # what Cluster-Engines/Dockerfile's build command tags
 CHECKPOINTS = "/checkpoints"   # where every pod mounts the shared --log_dir volume
 RUN_BOUND = 180                # seconds for a short run of three real processes, however busy
-PASTE = ("paste Cluster-Engines/cluster_from_flags.py over cluster_from_flags in "
-         "Distributed-Setup/dist_setup.py's appendix, then python tools/shared_helpers.py --write")
+CHIEF_REFUSAL = "declare it as one more worker"  # what a script says to a TFJob's Chief
+SLURM_VARIABLES = {"SLURM_JOB_ID": "9", "SLURM_PROCID": "0", "SLURM_STEP_NODELIST": "n1",
+                   "SLURM_STEP_TASKS_PER_NODE": "3", "SLURMD_NODENAME": "n1",
+                   "SLURM_LOCALID": "0"}
 
 
 def documents(path):
@@ -141,19 +142,10 @@ def with_flag(command, name, value):
     return command
 
 
-def load(path):
-    spec = importlib.util.spec_from_file_location(
-        "engines_" + os.path.splitext(os.path.basename(path))[0], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
-def pasted(tmp_path_factory):
-    """Copies of the template and of Hogwild.py with the new cluster resolution pasted in."""
-    directory = str(tmp_path_factory.mktemp("pasted"))
-    return {relative_path: load(patched_example(relative_path, directory))
+def scripts():
+    """The template and Hogwild.py, imported (for their flag parsing)."""
+    return {relative_path: load_example(relative_path)
             for relative_path in ("Distributed-Setup/dist_setup.py", "Hogwild/Hogwild.py")}
 
 
@@ -289,11 +281,11 @@ def test_the_pods_train_with_the_tf_config_they_get(name, tmp_path):
     assert chief["global_step"] >= 300 and chief["test_accuracy"] > 0.8, output(cluster)
 
 
-def test_exit_codes_are_what_the_restart_policies_expect(pasted):
+def test_exit_codes_are_what_the_restart_policies_expect(scripts):
     """138 (a peer was lost) is retried by TFJob's ExitCode policy and the plain Jobs'
     podFailurePolicy; 2 (bad input) and 1 (a permanent error) are not. A real worker whose ps
     never comes up ends with 138, naming it."""
-    for module in pasted.values():
+    for module in scripts.values():
         assert module.RETRYABLE_EXIT_CODE == 138
     assert kubeflow_retryable(138) and not kubeflow_retryable(2) and not kubeflow_retryable(1)
     ps, worker = free_ports(2)
@@ -333,18 +325,13 @@ def refusal(module, tf_config, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("layout", sorted(REFUSED))
-@pytest.mark.parametrize("which", ["pasted", "Hogwild/Hogwild.py"])
+@pytest.mark.parametrize("which", ["Distributed-Setup/dist_setup.py", "Hogwild/Hogwild.py"])
 def test_every_pod_of_a_layout_with_a_role_not_used_here_says_what_to_declare(
-        layout, which, pasted, capsys, monkeypatch):
+        layout, which, scripts, capsys, monkeypatch):
     """Each pod of such a TFJob exits 2 (the ExitCode policy does not retry it) with one line
     that says what to declare instead; an evaluator that the operator leaves out of the cluster
     (older operators did) is refused too."""
-    if which == "pasted":
-        module = pasted["Hogwild/Hogwild.py"]
-    elif CHIEF_REFUSAL not in open(example(which)).read():
-        pytest.skip("%s still has the old cluster_from_flags: %s" % (which, PASTE))
-    else:
-        module = load(example(which))
+    module = scripts[which]
     tfjob, expected = REFUSED[layout]
     configs = list(operator_tf_configs(tfjob).values())
     evaluator = [config for config in configs if config["task"]["type"] == "evaluator"]
@@ -355,67 +342,29 @@ def test_every_pod_of_a_layout_with_a_role_not_used_here_says_what_to_declare(
         assert expected in refusal(module, json.dumps(tf_config), capsys, monkeypatch)
 
 
-def test_the_operators_sparse_cluster_is_refused(pasted, capsys, monkeypatch):
+def test_the_operators_sparse_cluster_is_refused(scripts, capsys, monkeypatch):
     sparse = {"sparseCluster": {"ps": ["h-ps-0.default.svc:2222"],
                                 "worker": {"1": "h-worker-1.default.svc:2222"}},
               "task": {"type": "worker", "index": 1}}
     assert "leave enableDynamicWorker off" in refusal(
-        pasted["Hogwild/Hogwild.py"], json.dumps(sparse), capsys, monkeypatch)
+        scripts["Hogwild/Hogwild.py"], json.dumps(sparse), capsys, monkeypatch)
 
 
-# The new cluster resolution keeps what the examples do today --------------------------------
+# What the scripts take from an engine --------------------------------------------------------
 
-def test_the_pasted_resolution_is_the_whole_change(pasted):
-    """The copy differs from the template only in cluster_from_flags and the functions added
-    after it."""
-    import shared_helpers
-    original = shared_helpers.definitions(open(example("Distributed-Setup/dist_setup.py")).read())
-    changed = shared_helpers.definitions(open(pasted["Distributed-Setup/dist_setup.py"].__file__)
-                                         .read())
-    names = resolution_names()
-    assert {name for name in changed if changed[name] != original.get(name)} <= set(names)
-    assert set(changed) - set(original) <= set(names)
+def test_no_example_reads_slurms_variables():
+    """Engine glue lives with the engine: under Slurm, slurm_task.py hands every task its
+    cluster flags, so no script carries Slurm's parsing (host lists, tasks per node)."""
+    readers = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
+               if "SLURM_" in open(path).read()]
+    assert readers == []
 
 
-def test_the_appendix_holds_the_same_resolution_as_cluster_engines():
-    """Once pasted, the template's functions and Cluster-Engines/cluster_from_flags.py (which
-    slurm_task.py and these tests load) stay the same, line for line."""
-    import shared_helpers
-    template = open(example("Distributed-Setup/dist_setup.py")).read()
-    if READS_SLURM not in template:
-        pytest.skip("the template still has the old cluster_from_flags: %s" % PASTE)
-    ours = shared_helpers.definitions(open(os.path.join(ENGINES, "cluster_from_flags.py")).read())
-    theirs = shared_helpers.definitions(template)
-    assert {name: theirs.get(name) for name in resolution_names()} == {
-        name: ours[name] for name in resolution_names()}
-
-
-def test_the_pasted_resolution_gives_every_bad_input_answer_of_today(pasted, capsys,
-                                                                     monkeypatch):
-    from test_bad_input import BAD_FLAGS, BAD_TF_CONFIG
-    module = pasted["Distributed-Setup/dist_setup.py"]
-    for argv, expected in BAD_FLAGS.values():
-        assert expected in refusal_of(module, argv, capsys)
-    for text, expected in BAD_TF_CONFIG.values():
-        assert expected in refusal(module, text, capsys, monkeypatch)
-
-
-def refusal_of(module, argv, capsys):
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        module.parse_flags(argv)
-    error = capsys.readouterr().err
-    assert exit_info.value.code == 2 and len(error.strip().splitlines()) == 1, error
-    return error
-
-
-def test_flags_win_over_tf_config_and_tf_config_over_slurm(pasted, monkeypatch):
-    module = pasted["Distributed-Setup/dist_setup.py"]
+def test_flags_win_over_tf_config_and_slurms_variables_change_nothing(scripts, monkeypatch):
+    module = scripts["Distributed-Setup/dist_setup.py"]
     ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
     flags = ["--ps_hosts", ps, "--worker_hosts", "%s,%s" % (worker0, worker1)]
-    slurm = {"SLURM_JOB_ID": "9", "SLURM_PROCID": "0", "SLURM_STEP_NODELIST": "n1",
-             "SLURM_STEP_TASKS_PER_NODE": "3", "SLURMD_NODENAME": "n1", "SLURM_LOCALID": "0"}
-    for variable, value in slurm.items():
+    for variable, value in SLURM_VARIABLES.items():
         monkeypatch.setenv(variable, value)
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"ps": [ps], "worker": [worker0, worker1]},
@@ -426,8 +375,17 @@ def test_flags_win_over_tf_config_and_tf_config_over_slurm(pasted, monkeypatch):
     assert (args.cluster, args.job_name, args.task_index) == (
         {"ps": [ps], "worker": [worker0, worker1]}, "worker", 1)
     monkeypatch.delenv("TF_CONFIG")
-    args = module.parse_flags([])
-    base = 16384 + 9 % 512 * 32
-    assert (args.cluster, args.job_name, args.task_index) == (
-        {"ps": ["n1:%d" % base], "worker": ["n1:%d" % (base + 1), "n1:%d" % (base + 2)]},
-        "ps", 0)
+    under_slurm = outcome(module)
+    for variable in SLURM_VARIABLES:
+        monkeypatch.delenv(variable)
+    assert under_slurm == outcome(module)
+
+
+def outcome(module):
+    """What parse_flags makes of no flags at all: (cluster, job, index), or the exit code of its
+    refusal (the defaults' ports may be taken on this machine: then both answers are that)."""
+    try:
+        args = module.parse_flags([])
+    except SystemExit as exit_info:
+        return exit_info.code
+    return args.cluster, args.job_name, args.task_index
