@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 # Disjoint port ranges for up to 10 parallel test processes: 4000-15999, below both the kernel's
 # ephemeral range and the ports 16384-32767 that a Slurm job's tasks take (tests/test_slurm.py
-# runs real jobs beside the other tests; see Cluster-Engines/cluster_from_flags.py).
+# runs real jobs beside the other tests; see Cluster-Engines/slurm/slurm_task.py).
 FIRST_TEST_PORT, PORTS_PER_PROCESS, PORT_RANGES = 4000, 1200, 10
 SLURM_JOB_PORTS = (16384, 32767)
 
