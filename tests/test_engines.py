@@ -242,7 +242,8 @@ def test_the_plain_jobs_are_the_tfjob_without_an_operator(name):
                 exit_rule["onExitCodes"]["containerName"]) == ("FailJob", "NotIn", "tensorflow")
         retried = set(exit_rule["onExitCodes"]["values"])
         assert retried == {code for code in range(1, 256) if kubeflow_retryable(code)}
-        assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in rules
+        assert {"action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
     plain, operator = plain_tf_configs(objects), operator_tf_configs(tfjob)
     assert sorted(plain) == sorted(operator)
     for (role, index), tf_config in plain.items():
@@ -251,6 +252,108 @@ def test_the_plain_jobs_are_the_tfjob_without_an_operator(name):
             assert hosts == ["%s-%s-%d.%s:2222" % (name, job_name, i, service["metadata"]["name"])
                              for i in range(len(operator[(role, index)]["cluster"][job_name]))]
     assert commands(objects) == commands([tfjob])
+
+
+# Strict schemas: Kubernetes' own, and the TFJob CRD's ---------------------------------------
+
+KUBERNETES_VERSIONS = ("1.31", "1.34")
+MANIFESTS = sorted(glob.glob(os.path.join(KUBERNETES, "*.yaml")))
+# The openAPIV3Schema of the training-operator's TFJob CRD (its source and what is left out of it
+# are in the file's header).
+TFJOB_SCHEMA = os.path.join(ROOT, "tests", "schemas", "tfjob-v1-openapiv3.yaml")
+
+
+def kubernetes_validate():
+    return pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate (requirements/test.txt) holds the "
+        "schemas of Kubernetes 1.31 and 1.34 only in versions that need Python >= 3.8: it runs "
+        "in the TensorFlow 2.x run (bash setup.sh --tf2 test -m tf2)")
+
+
+def strictly(schema, types):
+    """The CRD's schema as the API server applies it with kubectl's default strict field
+    validation (a field that no schema declares is an error, not dropped), and the part the
+    file leaves out (x-vendored-as) a reference to that Kubernetes type in `types`."""
+    if isinstance(schema, dict):
+        schema = {key: strictly(value, types) for key, value in schema.items()}
+        if "x-vendored-as" in schema:
+            return {"$ref": types + schema["x-vendored-as"]}
+        if "properties" in schema and "additionalProperties" not in schema and \
+                not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+    elif isinstance(schema, list):
+        schema = [strictly(item, types) for item in schema]
+    return schema
+
+
+def tfjob_validator(version):
+    """A validator for a TFJob on Kubernetes `version`: the CRD's schema, its pod spec and the
+    object's metadata checked against that version's strict PodSpec and ObjectMeta."""
+    utils = kubernetes_validate().utils
+    import jsonschema
+    import referencing
+    (full_version,) = {each for each in utils.all_versions()  # each twice: strict and not
+                       if utils.major_minor(each) == version}
+    definitions = utils.schema_contents(
+        "kubernetes-json-schema/v%s-local-strict/_definitions.json" % full_version, version)
+    types = definitions["$id"] + "#/$defs/"
+    with open(TFJOB_SCHEMA) as file:
+        schema = strictly(yaml.safe_load(file)["openAPIV3Schema"], types)
+    schema["properties"]["metadata"] = {
+        "$ref": types + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    registry = referencing.Resource.from_contents(definitions) @ referencing.Registry()
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def schema_errors(document, version):
+    """What a strict validation against Kubernetes `version` finds wrong, one line each."""
+    if document["kind"] == "TFJob":
+        return ["%s: %s" % (".".join(map(str, error.path)), error.message)
+                for error in tfjob_validator(version).iter_errors(document)]
+    validate = kubernetes_validate()
+    try:
+        validate.validate(document, version, strict=True)
+    except validate.ValidationError as error:
+        return ["%s: %s" % (".".join(map(str, error.path)), error.message)]
+    return []
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("path", MANIFESTS, ids=os.path.basename)
+def test_every_manifest_is_valid_for_two_kubernetes_versions_strictly(path, version):
+    """Every object of every manifest, with kubernetes-validate's strict schemas (no field that
+    the version does not know, every required one): Jobs, Services and the claim against
+    Kubernetes' own, the TFJobs against the training-operator's CRD."""
+    kinds = [document["kind"] for document in documents(path)]
+    assert kinds and set(kinds) <= {"Job", "Service", "PersistentVolumeClaim", "TFJob"}
+    for document in documents(path):
+        assert schema_errors(document, version) == [], (document["kind"],
+                                                         document["metadata"]["name"])
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_strict_validation_finds_what_is_wrong(version):
+    """The validation above is no rubber stamp: a podFailurePolicy condition without its status
+    (what the plain Jobs lacked), a misspelt field of a Job, of a TFJob's own spec, of its
+    replica and of the pod inside it are each found."""
+    job = next(thing for thing in documents(PLAIN[0]) if thing["kind"] == "Job")
+    (tfjob,) = documents(TFJOBS[0])
+    broken = copy.deepcopy(job)
+    del broken["spec"]["podFailurePolicy"]["rules"][1]["onPodConditions"][0]["status"]
+    assert "'status' is a required property" in " ".join(schema_errors(broken, version))
+    broken = copy.deepcopy(job)
+    broken["spec"]["completionsMode"] = "Indexed"
+    assert "completionsMode" in " ".join(schema_errors(broken, version))
+    for where in (lambda doc: doc["spec"], lambda doc: doc["spec"]["tfReplicaSpecs"]["Worker"],
+                  lambda doc: doc["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"],
+                  lambda doc: tensorflow_container(
+                      doc["spec"]["tfReplicaSpecs"]["Worker"]["template"])):
+        broken = copy.deepcopy(tfjob)
+        where(broken)["restartPolicyy"] = "ExitCode"
+        assert "restartPolicyy" in " ".join(schema_errors(broken, version))
+    assert schema_errors(tfjob, version) == []
 
 
 # Real processes with the TF_CONFIG of every pod ----------------------------------------------
