@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up the project's environment, then run every example, or the tests.
 #
-#   bash setup.sh             install into .venv (Python 3.7 + TensorFlow 1.15.5), then run every
-#                             example briefly and print a table of what each reached
+#   bash setup.sh             install into .venv (Python 3.7 + TensorFlow 1.15.5, and Jupyter for
+#                             the notebooks), then run every example briefly and print a table of
+#                             what each reached
 #   bash setup.sh test        install the same plus the test tools, then run the whole test suite;
 #                             then its compatibility part (the tests marked tf2) on TensorFlow 2.x
 #   bash setup.sh --tf2 ...   the same with TensorFlow 2.x (tf.compat.v1) on python3, in .venv-tf2
@@ -47,7 +48,7 @@ else
     base_python="${PYTHON3:-python3}"
 fi
 
-requirements=(requirements/$flavour.txt)
+requirements=(requirements/$flavour.txt requirements/jupyter.txt)
 [ "$mode" = test ] && requirements+=(requirements/test.txt)
 stamp="$venv/.installed-$(cat "${requirements[@]}" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then

@@ -203,15 +203,15 @@ def test_each_run_sh_wall_is_judged_against_the_one_process_wall_of_the_same_run
 @pytest.mark.tf2
 def test_every_installed_package_is_pinned_in_the_requirements():
     """The environment that runs the tests holds only pinned packages (bash setup.sh [--tf2]
-    test installs exactly requirements/tf1.txt or tf2.txt, and test.txt): nothing that a fresh
-    install could resolve to another version."""
+    test installs exactly requirements/tf1.txt or tf2.txt, jupyter.txt and test.txt): nothing
+    that a fresh install could resolve to another version."""
     try:
         import importlib.metadata as metadata
     except ImportError:  # Python 3.7: the backport, which TensorFlow 1.15's Markdown needs
         import importlib_metadata as metadata
     flavour = "tf1" if sys.version_info[:2] == (3, 7) else "tf2"
     pinned = {}
-    for name in (flavour, "test"):
+    for name in (flavour, "jupyter", "test"):
         for line in open(os.path.join(ROOT, "requirements", name + ".txt")):
             requirement = line.split("#")[0].split(";")[0].strip()
             if "==" in requirement:
