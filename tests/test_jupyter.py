@@ -1,9 +1,10 @@
 """Jupyter, which bash setup.sh installs to open the notebooks (requirements/jupyter.txt): the
-pinned Notebook is the one installed, and the command the README gives, run from the
-repository's root, starts a server that serves Basics-Tutorial's notebooks (headless, bounded in
-time, then stopped by its PID)."""
+pinned Notebook is the one installed, and each `jupyter notebook` command that the READMEs
+give, run as written from the repository's root, starts a server that serves Basics-Tutorial's
+notebooks (made headless, bounded in time, then stopped by its PID)."""
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -18,7 +19,8 @@ from packaging.requirements import Requirement
 from helpers import ROOT, free_ports
 
 JUPYTER = os.path.join(os.path.dirname(sys.executable), "jupyter")  # beside this interpreter
-COMMAND = [JUPYTER, "notebook", "--notebook-dir=."]  # what the README gives, from the root
+READMES = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "Basics-Tutorial", "README.md")]
+COMMAND = re.compile(r"jupyter notebook([^\n`#]*)")  # its arguments, up to a comment
 START_BOUND = 60  # seconds for the server to say where it listens, however busy the machine
 pytestmark = pytest.mark.tf2
 
@@ -41,7 +43,22 @@ def test_the_pinned_jupyter_notebook_is_installed():
     assert os.access(JUPYTER, os.X_OK), JUPYTER
 
 
-def test_the_readmes_command_serves_the_notebooks(tmp_path):
+def readme_commands():
+    """The arguments of every `jupyter notebook` command in the READMEs, each once."""
+    found = []
+    for readme in READMES:
+        for arguments in COMMAND.findall(open(readme).read()):
+            if arguments.split() not in found:
+                found.append(arguments.split())
+    return found
+
+
+def test_the_readmes_say_how_to_open_the_notebooks():
+    assert readme_commands(), "no README gives a `jupyter notebook` command"
+
+
+@pytest.mark.parametrize("arguments", readme_commands(), ids=" ".join)
+def test_the_readmes_command_serves_the_notebooks(arguments, tmp_path):
     (port,) = free_ports(1)
     # A server of its own: settings, runtime files and the token apart from the user's.
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
@@ -50,9 +67,9 @@ def test_the_readmes_command_serves_the_notebooks(tmp_path):
     headless = ["--no-browser", "--port=%d" % port, "--port-retries=0"]
     if os.geteuid() == 0:  # CI runs as root, which Jupyter refuses without this
         headless.append("--allow-root")
-    server = subprocess.Popen(COMMAND + headless, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
+    server = subprocess.Popen([JUPYTER, "notebook"] + arguments + headless, cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_line(server, ":%d/" % port, START_BOUND)  # where it listens, said last
         listing = get(port, "/api/contents/Basics-Tutorial", server)
