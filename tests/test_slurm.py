@@ -121,7 +121,7 @@ def test_bad_input_fails_the_job_without_a_requeue(slurm, tmp_path):
     record, text = submit_and_wait(slurm, tmp_path, "Hogwild/Hogwild.py", ["--train_steps", "0"],
                                    ntasks=2)
     assert (record["JobState"], record["ExitCode"], record["Restarts"]) == ("FAILED", "2:0", "0")
-    assert "--train_steps must be a positive integer" in text, text
+    assert "--train_steps must be an integer from 1 to" in text, text
     assert "exited with code 2, which no restart can mend" in text, text
 
 
