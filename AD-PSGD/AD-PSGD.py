@@ -1049,8 +1049,9 @@ def main(argv=None):
         finish_among_workers(args, server, watchdog)
         return code
     except tf.errors.AbortedError as error:
-        print("[%s] error: a peer worker was restarted or ended under this worker's session; "
-              "start this worker again (%s)" % (who, error_line(error)), file=sys.stderr)
+        print("[%s] error: a peer worker was restarted or ended under this worker's session, "
+              "which cannot be re-created here; start this worker again (%s)"
+              % (who, error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
             tf.errors.FailedPreconditionError) as error:
