@@ -9,6 +9,7 @@ import sys
 from . import __doc__ as OVERVIEW
 from . import plan, report
 from .run import RAW_FILE, clock, machine_description, run_all, save_raw
+from emulate import SCALE, SCENARIOS, can_make_namespaces  # (run put tools/ on the path)
 
 DEFAULT_OUTPUT = os.path.join(plan.ROOT, "comparison")
 QUICK_ALGORITHMS = ["Hogwild", "Synchronous-SGD", "AGN"]
@@ -18,6 +19,10 @@ FULL = {"budget": 3000, "repeats": 3, "workers": None, "straggler_delay": 0.05,
         "run_timeout": 900.0, "algorithms": None}
 QUICK = {"budget": 600, "repeats": 1, "workers": [1, 2], "straggler_delay": 0.05,
          "run_timeout": 300.0, "algorithms": QUICK_ALGORITHMS}
+# --emulate: every algorithm on the scenarios' clusters, at equal updates (enough for every
+# algorithm to reach the target, so that the time to it is what differs).
+EMULATED = {"budget": 400, "repeats": 2, "workers": [1, 4], "straggler_delay": 0.05,
+            "run_timeout": 900.0, "algorithms": None}
 
 
 def parse_list(text, kind=str):
@@ -61,6 +66,19 @@ def add_plan_flags(parser):
                              "every one compared)")
 
 
+def add_emulation_flags(parser):
+    """--emulate: the same comparison on emulated clusters of real settings."""
+    parser.add_argument("--emulate", metavar="SCENARIO[,SCENARIO...]",
+                        help="run every configuration on an emulated cluster (tools/emulate, "
+                             "needs root): %s; budget %d updates (equal updates only), %d "
+                             "repeats, workers %s, unless given" % (
+                                 ", ".join(SCENARIOS), EMULATED["budget"], EMULATED["repeats"],
+                                 ",".join(map(str, EMULATED["workers"]))))
+    parser.add_argument("--scale", type=float, default=SCALE,
+                        help="with --emulate: the factor F that divides time and link rates "
+                             "(bytes: F²)")
+
+
 def add_output_flags(parser):
     """How it runs and what it writes."""
     parser.add_argument("--target", type=float, help="target test accuracy (default 0.95); with "
@@ -83,6 +101,7 @@ def parse_arguments(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n\n".join(paragraphs[1:-1]))  # the last: the modules
     add_plan_flags(parser)
+    add_emulation_flags(parser)
     add_output_flags(parser)
     options = parser.parse_args(argv)
     for name in ("budget", "batch_size", "repeats", "log_every"):
@@ -93,6 +112,17 @@ def parse_arguments(argv):
         parser.error("--target must be in (0, 1], got %g" % options.target)
     if options.straggler_delay is not None and not options.straggler_delay > 0:
         parser.error("--straggler_delay must be positive, got %g" % options.straggler_delay)
+    if options.emulate:
+        options.emulate = parse_list(options.emulate)
+        unknown = [name for name in options.emulate if name not in SCENARIOS]
+        if unknown or not options.emulate:
+            parser.error("--emulate: unknown scenario(s) %s; known: %s" % (
+                ", ".join(unknown) or "(none given)", ", ".join(SCENARIOS)))
+        if options.quick:
+            parser.error("--emulate and --quick: choose one (--emulate takes --only, --workers, "
+                         "--budget, --repeats)")
+    if not options.scale > 0:
+        parser.error("--scale must be positive, got %g" % options.scale)
     if options.workers:
         try:
             options.workers = sorted(set(parse_list(options.workers, int)))
@@ -125,6 +155,8 @@ def chosen_algorithms(options, parser, mode):
 
 def chosen_sections(options):
     """The report's sections, hence the budgets the plan runs."""
+    if options.emulate:
+        return [plan.EQUAL_UPDATES]
     sections = [plan.EQUAL_MINIBATCHES]
     if not options.no_equal_updates:
         sections.append(plan.EQUAL_UPDATES)
@@ -135,10 +167,14 @@ def chosen_sections(options):
 
 def settings_from(options, parser, argv):
     """The settings of a new comparison: the mode's defaults, then the flags given."""
-    mode = QUICK if options.quick else FULL
+    mode = QUICK if options.quick else EMULATED if options.emulate else FULL
     budget = options.budget or mode["budget"]
-    return chosen_algorithms(options, parser, mode), {
-        "mode": "quick" if options.quick else "full", "budget": budget,
+    emulated = {"emulate": {"scenarios": options.emulate, "scale": options.scale,
+                            "details": {name: SCENARIOS[name].describe()
+                                        for name in options.emulate}}} if options.emulate else {}
+    return chosen_algorithms(options, parser, mode), dict(emulated, **{
+        "mode": "quick" if options.quick else "emulated" if options.emulate else "full",
+        "budget": budget,
         "batch_size": options.batch_size, "seed": options.seed,
         "repeats": options.repeats or mode["repeats"],
         "workers": options.workers or mode["workers"] or default_worker_counts(os.cpu_count()),
@@ -150,7 +186,7 @@ def settings_from(options, parser, argv):
         "straggler_delay": options.straggler_delay or mode["straggler_delay"],
         "run_timeout": options.run_timeout or mode["run_timeout"],
         "python": options.python,
-        "command": " ".join(["python -m tools.compare"] + list(argv))}
+        "command": " ".join(["python -m tools.compare"] + list(argv))})
 
 
 def scaling_tables(rows):
@@ -223,6 +259,8 @@ def main(argv=None):
             parser.error("--replot: no %s in %s" % (RAW_FILE, options.replot))
         return replot(options.replot, options.target)
     algorithms, settings = settings_from(options, parser, argv)
+    if options.emulate and not options.plan and can_make_namespaces():
+        parser.error("--emulate cannot run here: %s" % can_make_namespaces())
     output = os.path.abspath(options.output or DEFAULT_OUTPUT)
     os.makedirs(output, exist_ok=True)
     settings["machine"] = machine_description(settings["python"])

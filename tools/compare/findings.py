@@ -299,11 +299,12 @@ def jin_family(row):
     return row.get("jin_family") or (algorithm.jin if algorithm else None)
 
 
-def jin_question(rows, settings):
-    """Jin et al.'s small-scale experiment, at equal minibatches: at each worker count, the
-    fastest configuration of each family to the target (mean and min–max over repeats), which
-    family was first, and whether that held in every repeat. Returns Markdown."""
-    table = [row for row in rows if row["section"] == plan.EQUAL_MINIBATCHES and row["runs_ok"]
+def jin_question(rows, settings, section=plan.EQUAL_MINIBATCHES):
+    """Jin et al.'s small-scale experiment, at equal minibatches (emulated: at the budget it
+    ran): at each worker count, the fastest configuration of each family to the target (mean
+    and min–max over repeats), which family was first, and whether that held in every repeat.
+    Returns Markdown."""
+    table = [row for row in rows if row["section"] == section and row["runs_ok"]
              and jin_family(row) and not (row["aggregated"] and row["aggregated"] < row["workers"])]
     counts = sorted({row["workers"] for row in table})
     families = [family for family in plan.JIN_FAMILIES
@@ -338,7 +339,7 @@ def jin_question(rows, settings):
              "scales further. Each cell: the family's fastest example to %.2f test accuracy at "
              "equal minibatches (— where none of its runs reached it, or it does not run with "
              "that many workers), time from launch, mean (min–max over repeats)."
-             % settings["target"])
+             % settings["target"]).replace("at equal minibatches", "at " + section)
     return "\n\n".join([intro, "\n".join(lines), "\n".join(bullets(sentences))])
 
 
@@ -373,10 +374,11 @@ def jin_verdict(fastest, counts, settings):
                     if (f, workers) in fastest and fastest[f, workers]]
     synchronous = fastest.get(("synchronous all-reduce", workers))
     cores = settings["machine"]["cores"]
-    why = (" On this machine %d core(s) run every task: beyond %d worker(s) (and a ps) the tasks "
-           "share cores, so adding workers adds communication and no compute, and each run's "
-           "first seconds are TensorFlow's start-up, the same for every family." % (
-               cores, max(cores - 1, 1)))
+    why = "" if settings.get("emulate") else (
+        " On this machine %d core(s) run every task: beyond %d worker(s) (and a ps) the tasks "
+        "share cores, so adding workers adds communication and no compute, and each run's "
+        "first seconds are TensorFlow's start-up, the same for every family." % (
+            cores, max(cores - 1, 1)))
     if not asynchronous or not synchronous:
         return ("At %d workers elastic averaging or gossip, and synchronous all-reduce, did not "
                 "both reach the target in every run, so Jin et al.'s small-scale claim was not "
@@ -388,3 +390,198 @@ def jin_verdict(fastest, counts, settings):
                 workers, plan.label(best_async), span(values(best_async, "time_to_target")),
                 span(values(synchronous, "time_to_target")), plan.label(synchronous),
                 bears_on(outcome, JIN))) + why
+
+
+# ---------------------------------------------------------------------------------------------
+# The emulated comparison (--emulate): the same sentences per scenario, and each seed paper's
+# claim where a scenario can test it.
+# ---------------------------------------------------------------------------------------------
+JIN_SCALING = ("Jin et al. 2016's finding that synchronous all-reduce SGD scales further than "
+               "the asynchronous methods")
+CHEN_EMULATED = ("Chen et al. 2016 (\"Revisiting Distributed Synchronous SGD\"), where "
+                 "synchronous SGD with backup workers beats both plain synchronous and "
+                 "asynchronous SGD under stragglers")
+DEAN = ("Dean et al. 2012 (\"Large Scale Distributed Deep Networks\"), where DOWNPOUR's window "
+        "of local steps between exchanges tolerates slow links")
+ELASTIC_OR_GOSSIP = ("elastic averaging", "gossip")
+COMPUTE_TOLERANCE = 0.15  # a run whose measured compute time is further off was CPU-bound
+
+
+def emulated_findings(rows, settings, runs):
+    """The list of findings of an emulated comparison, in Markdown."""
+    if not any(row["runs_ok"] for row in rows):
+        return ("No run of the comparison finished successfully, so there is nothing to "
+                "conclude yet (see the failed runs below, or run it).")
+    lines = bullets(caveats(rows, settings, runs) + emulation_caveats(runs))
+    section = settings["sections"][0]
+    for scenario in plan.scenarios(rows):
+        table = [row for row in rows if row.get("scenario") == scenario
+                 and row["section"] == section and row["runs_ok"]]
+        if not table:
+            continue
+        distributed = [row for row in table if row["family"] != "baseline"]
+        lines.append("- On the emulated %s cluster (%s), at %s:" % (
+            scenario, settings["emulate"]["details"][scenario]["title"], section))
+        lines += bullets([first_to_target(table, settings["target"]),
+                          against_baseline(table, float("inf")), family_accuracy(distributed),
+                          asynchronous_at_small_scale(distributed),
+                          jin_scaling(distributed, settings["repeats"]),
+                          chen_backup(distributed)], indent="  ")
+    lines += bullets([dean_window(rows, settings, section)])
+    return "\n".join(lines)
+
+
+def emulation_caveats(runs):
+    """Where the emulation itself was off: runs whose workers' compute time per step came out
+    above the configured (the CPUs were the bottleneck), links that delivered less than
+    configured, and TensorFlow's own cost per step, which is not scaled."""
+    emulated = [run for run in runs if run["ok"] and run.get("measured")]
+    if not emulated:
+        return []
+    notes = []
+    slow = [run for run in emulated if any(
+        worker.get("compute_measured_seconds", 0) > (1 + COMPUTE_TOLERANCE)
+        * worker["compute_seconds"] for worker in run["measured"]["workers"].values())]
+    if slow:
+        notes.append("In %d of %d emulated runs a worker's measured compute time per step was "
+                     "more than %d%% above its configured one (it waited for a CPU: this "
+                     "machine's CPUs, not the emulated cluster, set part of those runs' pace), "
+                     "most at %s." % (len(slow), len(emulated), 100 * COMPUTE_TOLERANCE,
+                                      ", ".join(sorted({"%d workers" % run["workers"]
+                                                        for run in slow}))))
+    checks = [run["link_measured_bits_per_second"] / run["link_bits_per_second"]
+              for run in emulated if run.get("link_measured_bits_per_second")]
+    if checks:
+        notes.append("The links delivered %s of their configured rate to a bulk TCP transfer "
+                     "before each run (TCP's goodput, headers aside)." % span(
+                         [100 * share for share in checks], "%.0f", "%"))
+    own = [worker["cpu_seconds_per_step"] / worker["compute_seconds"]
+           for run in emulated for worker in run["measured"]["workers"].values()
+           if "cpu_seconds_per_step" in worker and worker["compute_seconds"]]
+    if own:
+        notes.append("Each step also cost TensorFlow's own CPU time on this machine (the "
+                     "example's model, its session.run, serializing θ and g), %s of the "
+                     "emulated compute time on average: it is not scaled, so every emulated "
+                     "step is that much longer than the real one it stands for." % span(
+                         [100 * share for share in own], "%.0f", "%"))
+    return notes
+
+
+def measure_of(rows):
+    """The time to target if every run of every row reached it, else the time to finish the
+    budget, which every run has: (measure, its words)."""
+    if all(complete(row, "time_to_target") for row in rows):
+        return "time_to_target", MEASURE_WORDS["time_to_target"]
+    return "wall_seconds", MEASURE_WORDS["wall_seconds"]
+
+
+def jin_scaling(distributed, repeats):
+    """Jin et al.: from the fewest to the most workers, how much faster to the target
+    synchronous all-reduce got, against the best of elastic averaging and gossip."""
+    def in_family(families, workers):
+        return [row for row in distributed if jin_family(row) in families
+                and row["workers"] == workers and complete(row, "time_to_target")
+                and not (row["aggregated"] and row["aggregated"] < row["workers"])]
+    counts = sorted(w for w in {row["workers"] for row in distributed}
+                    if in_family(["synchronous all-reduce"], w) and in_family(ELASTIC_OR_GOSSIP, w))
+    if len(counts) < 2:
+        return ("Synchronous all-reduce and elastic averaging or gossip did not both reach the "
+                "target in every run at two worker counts, so %s was not tested." % JIN_SCALING)
+    low, high = counts[0], counts[-1]
+    gains = {}
+    for name, families in (("all-reduce", ["synchronous all-reduce"]),
+                           ("elastic/gossip", ELASTIC_OR_GOSSIP)):
+        best = min(in_family(families, high), key=lambda row: row["time_to_target"])
+        before = next((row for row in in_family(families, low)
+                       if row["algorithm"] == best["algorithm"]), None)
+        if before is None:
+            return None
+        gains[name] = (best, ratios(before["per_repeat"]["time_to_target"],
+                                    best["per_repeat"]["time_to_target"]))
+    (sync, mine), (async_, theirs) = gains["all-reduce"], gains["elastic/gossip"]
+    if not mine or not theirs:
+        return None
+    return ("From %d to %d workers %s's time to the target shrank %s, %s's %s (the faster of "
+            "elastic averaging and gossip at %d): this %s." % (
+                low, high, plan.label(sync), span(mine, "%.2f", "", "×"), plan.label(async_),
+                span(theirs, "%.2f", "", "×"), high, bears_on(lower(theirs, mine), JIN_SCALING)))
+
+
+def chen_backup(distributed):
+    """Chen et al.: where the scenario has stragglers, BACKUP_ALGORITHM with backup workers
+    against itself aggregating every worker and against the fastest asynchronous algorithm."""
+    sentences = []
+    for backup in (row for row in distributed if row["algorithm"] == plan.BACKUP_ALGORITHM
+                   and row["aggregated"] and row["aggregated"] < row["workers"]):
+        full = next((row for row in distributed if row["algorithm"] == plan.BACKUP_ALGORITHM
+                     and row["workers"] == backup["workers"]
+                     and row["aggregated"] == row["workers"]), None)
+        asynchronous = [row for row in distributed if row["family"] == "asynchronous"
+                        and row["workers"] == backup["workers"]]
+        if not full or not asynchronous:
+            continue
+        measure, words = measure_of([backup, full] + asynchronous)
+        fastest = min((row for row in asynchronous if values(row, measure)),
+                      key=lambda row: row[measure], default=None)
+        mine, sync, async_ = (values(row, measure) if row else []
+                              for row in (backup, full, fastest))
+        if not mine or not sync or not async_:
+            continue
+        over_sync, over_async = lower(mine, sync), lower(mine, async_)
+        outcome = (True if over_sync and over_async else
+                   False if False in (over_sync, over_async) else None)
+        sentences.append(
+            "With %d workers and %d straggler(s), %s's %s was %s against %s aggregating all %d "
+            "and %s for the fastest asynchronous algorithm, %s: this %s." % (
+                backup["workers"], backup["workers"] - backup["aggregated"], plan.label(backup),
+                words, span(mine), span(sync), backup["workers"], span(async_),
+                plan.label(fastest), bears_on(outcome, CHEN_EMULATED)))
+    return " ".join(sentences) or None
+
+
+def dean_window(rows, settings, section):
+    """Dean et al.: how much longer DOWNPOUR (a window of local steps per exchange) took on the
+    slowest links than on the fastest, against Hogwild (an exchange every step), at the most
+    workers both ran on both; repeat by repeat."""
+    details = settings["emulate"]["details"]
+    homogeneous = [name for name in plan.scenarios(rows)
+                   if details[name]["compute"]["kind"] == "homogeneous"]
+    if len(homogeneous) < 2:
+        return ("Only one scenario with even workers ran, so %s was not tested (run "
+                "datacenter and commodity together)." % DEAN)
+    fast, slow = (f(homogeneous, key=lambda name: details[name]["link_bits_per_second"])
+                  for f in (max, min))
+
+    def find(algorithm, scenario, workers):
+        return next((row for row in rows if row["algorithm"] == algorithm
+                     and row.get("scenario") == scenario and row["workers"] == workers
+                     and row["section"] == section and row["runs_ok"]), None)
+    counts = sorted(w for w in {row["workers"] for row in rows}
+                    if all(find(a, s, w) for a in ("DOWNPOUR", "Hogwild") for s in (fast, slow)))
+    if not counts:
+        return "DOWNPOUR and Hogwild did not both run on %s and %s, so %s was not tested." % (
+            fast, slow, DEAN)
+    workers = counts[-1]
+    pairs = {a: (find(a, fast, workers), find(a, slow, workers)) for a in ("DOWNPOUR", "Hogwild")}
+    measure, words = measure_of([row for pair in pairs.values() for row in pair])
+    slowdown = {a: ratios(pair[1]["per_repeat"][measure], pair[0]["per_repeat"][measure])
+                for a, pair in pairs.items()}
+    if not slowdown["DOWNPOUR"] or not slowdown["Hogwild"]:
+        return None
+    return ("With %d workers, going from the %s links (%s) to the %s ones (%s) multiplied "
+            "DOWNPOUR's %s (window %s) by %s and Hogwild's (an exchange every step) by %s: "
+            "this %s." % (
+                workers, fast, rate_words(details[fast]), slow, rate_words(details[slow]), words,
+                window_of(pairs["DOWNPOUR"][0]), span(slowdown["DOWNPOUR"], "%.2f", "", "×"),
+                span(slowdown["Hogwild"], "%.2f", "", "×"),
+                bears_on(lower(slowdown["DOWNPOUR"], slowdown["Hogwild"]), DEAN)))
+
+
+def rate_words(detail):
+    return "%g Gb/s" % (detail["link_bits_per_second"] / 1e9)
+
+
+def window_of(row):
+    """The --window a configuration runs with ('its default' where the plan gives none)."""
+    args = row["args"]
+    return args[args.index("--window") + 1] if "--window" in args else "at its default"

@@ -1,8 +1,10 @@
 """The numbers: per run, then per configuration over its repeats, and how two compare.
 
 How each number is computed from raw.json (the tests recompute them the same way):
-- launch: the time just before the cluster's first process started. Every timestamp of a curve
-  is a real test-set evaluation during training ([unix time, global step, test accuracy]).
+- launch: the time just before the cluster's first process started; on an emulated cluster,
+  the moment training began (the first worker's training loop; tools/emulate). Every
+  timestamp of a curve is a real test-set evaluation during training ([unix time, global
+  step, test accuracy]).
 - time to target: the earliest curve point of any worker with accuracy ≥ --target, minus launch.
 - final test accuracy: that of the worker whose final global_step is largest (it has seen the
   most updates; ties: the lowest task index).
@@ -85,8 +87,9 @@ def summarize(raw, target):
         row["reached"] = len(values(row, "time_to_target"))
         rows += [dict(row, section=section, budget=plan.BUDGET_OF[section])
                  for section in config["sections"]]
-    baseline = next((row for row in rows if row["family"] == "baseline"), None)
-    for row in rows:
+    for row in rows:  # (emulated: each scenario has its own baseline)
+        baseline = next((other for other in rows if other["family"] == "baseline"
+                         and other.get("scenario") == row.get("scenario")), None)
         row["speedup"] = (baseline["time_to_target"] / row["time_to_target"]
                           if baseline and baseline["time_to_target"] and row["time_to_target"]
                           else None)

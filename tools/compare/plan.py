@@ -26,8 +26,13 @@ Every algorithm runs at its own default learning rate (the one its script was tu
 """
 import math
 import os
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.join(ROOT, "tools")
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+from emulate.scenarios import SCENARIOS  # noqa: E402  (tools/emulate: the emulated cluster)
 BASELINE = "Non-Distributed_Setup"
 STRAGGLER_WORKERS = 3  # the straggler section's cluster: 2 normal workers and 1 slow one
 BACKUP_ALGORITHM = "Synchronous-SGD"  # shown with and without one backup worker
@@ -150,8 +155,9 @@ def train_steps(budget, unit, minibatches_per_step, updates_per_step):
 
 
 def make_config(algorithm, workers, settings, unit="minibatches", aggregated=None,
-                straggler_delay=0.0):
-    """One configuration: the exact script, cluster and flags for a budget in `unit`."""
+                straggler_delay=0.0, scenario=None):
+    """One configuration: the exact script, cluster and flags for a budget in `unit`, on this
+    machine's processes or (scenario) on an emulated cluster."""
     aggregated = (aggregated or workers) if algorithm.synchronous else None
     minibatches = algorithm.minibatches(aggregated or (workers if algorithm.replicas else 1))
     steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates)
@@ -163,18 +169,24 @@ def make_config(algorithm, workers, settings, unit="minibatches", aggregated=Non
     # The key names what runs: a budget that gives the same --train_steps gives the same runs.
     key = "%s|workers=%d|N=%s|delay=%g|steps=%d" % (algorithm.name, workers, aggregated or "-",
                                                     straggler_delay, steps)
-    return {"key": key, "algorithm": algorithm.name, "family": algorithm.family,
+    emulated = {"scenario": scenario} if scenario else {}
+    if scenario:
+        key += "|scenario=" + scenario
+    return dict(emulated, **{"key": key, "algorithm": algorithm.name, "family": algorithm.family,
             "jin_family": algorithm.jin,
             "script": algorithm.script, "workers": workers, "aggregated": aggregated,
             "minibatches_per_global_step": minibatches,
             "updates_per_global_step": algorithm.updates, "train_steps": steps,
             "straggler_delay": straggler_delay,
             "straggler_task": "worker%d" % (workers - 1) if straggler_delay else None,
-            "args": args, "sections": []}
+            "args": args, "sections": []})
 
 
 def planned(algorithms, settings):
     """(section, configuration) for every row the report will show."""
+    if settings.get("emulate"):
+        yield from emulated_configs(algorithms, settings)
+        return
     distributed = [a for a in algorithms if a.family != "baseline"]
     for section in settings["sections"]:
         unit = BUDGET_OF[section]
@@ -186,6 +198,28 @@ def planned(algorithms, settings):
             for workers in settings["workers"]:
                 if workers >= algorithm.min_workers:
                     yield section, make_config(algorithm, workers, settings, unit)
+
+
+def emulated_configs(algorithms, settings):
+    """Every scenario of --emulate, each with the same configurations: the one-process
+    baseline (the model's compute time, no network), and every algorithm at every worker
+    count; where the scenario has stragglers, BACKUP_ALGORITHM also with as many backup
+    workers (it aggregates the others' gradients: Chen et al.'s remedy)."""
+    for scenario in settings["emulate"]["scenarios"]:
+        stragglers = SCENARIOS[scenario].compute.stragglers
+        for section in settings["sections"]:
+            unit = BUDGET_OF[section]
+            yield section, make_config(BY_NAME[BASELINE], 1, settings, unit, scenario=scenario)
+            for algorithm in (a for a in algorithms if a.family != "baseline"):
+                for workers in settings["workers"]:
+                    if workers < algorithm.min_workers:
+                        continue
+                    yield section, make_config(algorithm, workers, settings, unit,
+                                               scenario=scenario)
+                    if algorithm.name == BACKUP_ALGORITHM and 0 < stragglers(workers) < workers:
+                        yield section, make_config(
+                            algorithm, workers, settings, unit, scenario=scenario,
+                            aggregated=workers - stragglers(workers))
 
 
 def straggler_configs(distributed, settings):
@@ -212,6 +246,12 @@ def build_plan(algorithms, settings):
     return list(configs.values())
 
 
+def scenarios(rows):
+    """The scenarios of an emulated comparison's rows or plan, in their order; [None] for a
+    comparison on this machine's processes."""
+    return list(dict.fromkeys(row.get("scenario") for row in rows)) or [None]
+
+
 def label(config):
     """A configuration's name in tables and legends (its backup workers, if any)."""
     text = config["algorithm"]
@@ -226,4 +266,6 @@ def describe(config):
                                 "" if config["workers"] == 1 else "s")
     if config["straggler_task"]:
         text += ", %s +%g s/step" % (config["straggler_task"], config["straggler_delay"])
+    if config.get("scenario"):
+        text += ", emulated %s" % config["scenario"]
     return text

@@ -63,19 +63,32 @@ def scaling_sections(settings):
     return [section for section in settings["sections"] if section != plan.STRAGGLER]
 
 
+def panel_rows(settings):
+    """The rows of panels of the scaling and accuracy charts: (name, section, scenario), one
+    per budget, or on emulated clusters one per scenario (at the one budget they ran)."""
+    if settings.get("emulate"):
+        section = scaling_sections(settings)[0]
+        return [("emulated %s, %s" % (scenario, section), section, scenario)
+                for scenario in settings["emulate"]["scenarios"]]
+    return [(section, section, None) for section in scaling_sections(settings)]
+
+
 def accuracy_figure(raw, colour_of):
-    """Accuracy against time: one row of panels per budget, one column per worker count."""
-    settings, sections = raw["settings"], scaling_sections(raw["settings"])
+    """Accuracy against time: one row of panels per budget (or scenario), one column per
+    worker count."""
+    settings, panels = raw["settings"], panel_rows(raw["settings"])
+    sections = {section for _, section, _ in panels}
     counts = sorted({c["workers"] for c in raw["plan"] if c["family"] != "baseline"
-                     and set(c["sections"]) & set(sections)}) or [1]
-    figure = Figure(figsize=(6 * len(counts), 4.5 * len(sections)))
-    for row_axes, section in zip(figure.subplots(len(sections), len(counts), squeeze=False),
-                                 sections):
+                     and set(c["sections"]) & sections}) or [1]
+    figure = Figure(figsize=(6 * len(counts), 4.5 * len(panels)))
+    for row_axes, (name, section, scenario) in zip(
+            figure.subplots(len(panels), len(counts), squeeze=False), panels):
         for ax, workers in zip(row_axes, counts):
-            plot_curves(ax, raw, [c for c in raw["plan"] if section in c["sections"] and (
+            plot_curves(ax, raw, [c for c in raw["plan"] if section in c["sections"]
+                                  and c.get("scenario") == scenario and (
                 c["workers"] == workers or c["family"] == "baseline")], colour_of,
                 settings["target"])
-            ax.set_title("%s, %d worker(s) (baseline: one process)" % (section, workers))
+            ax.set_title("%s, %d worker(s) (baseline: one process)" % (name, workers))
         legend(row_axes[0])
     figure.suptitle("Test accuracy during training; budget %d (dashed: synchronous family)"
                     % settings["budget"])
@@ -91,8 +104,8 @@ def spans(rows, measure):
 
 def against_workers(ax, rows, measure, colour_of):
     """One measure against the number of workers: a line per algorithm, the baseline dotted."""
-    for name in sorted({row["algorithm"] for row in rows if row["family"] != "baseline"}):
-        line = sorted((row for row in rows if row["algorithm"] == name
+    for name in sorted({plan.label(row) for row in rows if row["family"] != "baseline"}):
+        line = sorted((row for row in rows if plan.label(row) == name
                        and row[measure] is not None), key=lambda row: row["workers"])
         if line:
             ax.errorbar([row["workers"] for row in line], [row[measure] for row in line],
@@ -108,15 +121,18 @@ def against_workers(ax, rows, measure, colour_of):
 
 
 def scaling_figure(raw, rows, colour_of):
-    """Throughput and time to target against the workers, a panel each, a row per budget."""
-    sections, labels = scaling_sections(raw["settings"]), axis_labels(raw["settings"]["target"])
-    figure = Figure(figsize=(12, 4.5 * len(sections)))
-    for row_axes, section in zip(figure.subplots(len(sections), 2, squeeze=False), sections):
-        shown = [row for row in rows if row["section"] == section]
+    """Throughput and time to target against the workers, a panel each, a row per budget (or
+    scenario)."""
+    panels, labels = panel_rows(raw["settings"]), axis_labels(raw["settings"]["target"])
+    figure = Figure(figsize=(12, 4.5 * len(panels)))
+    for row_axes, (name, section, scenario) in zip(
+            figure.subplots(len(panels), 2, squeeze=False), panels):
+        shown = [row for row in rows if row["section"] == section
+                 and row.get("scenario") == scenario]
         for ax, measure in zip(row_axes, ("examples_per_second", "time_to_target")):
             against_workers(ax, shown, measure, colour_of)
             ax.set_ylabel(labels[measure])
-            ax.set_title(section)
+            ax.set_title(name)
         legend(row_axes[0])
     figure.suptitle("Scaling; bars: min–max over repeats (dashed: synchronous family)")
     figure.tight_layout()

@@ -63,14 +63,14 @@ def markdown_table(rows):
                  [[cell(row) for _, cell in MARKDOWN_COLUMNS] for row in rows])
 
 
-def write_csv(rows, path):
+def write_csv(rows, path, columns=CSV_COLUMNS):
     with open(path, "w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(CSV_COLUMNS)
+        writer.writerow(columns)
         for row in rows:
-            writer.writerow(["" if row[name] is None else
+            writer.writerow(["" if row.get(name) is None else
                              repr(row[name]) if isinstance(row[name], float) else row[name]
-                             for name in CSV_COLUMNS])
+                             for name in columns])
 
 
 def straggler_table(pairs, delay):
@@ -158,8 +158,12 @@ def details(docstring):
 
 
 def write_report(raw, output):
-    """comparison.md, comparison.csv and the plots, from raw.json's content alone."""
+    """comparison.md, comparison.csv and the plots, from raw.json's content alone (an
+    emulated comparison's: see emulated)."""
     settings = raw["settings"]
+    if settings.get("emulate"):
+        from . import emulated  # (it builds on this module)
+        return emulated.write_report(raw, output)
     rows = metrics.summarize(raw, settings["target"])
     write_csv(rows, os.path.join(output, CSV_FILE))
     drawn = plots.write_plots(raw, rows, output)

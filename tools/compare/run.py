@@ -16,6 +16,7 @@ TOOLS = os.path.join(plan.ROOT, "tools")
 if TOOLS not in sys.path:
     sys.path.insert(0, TOOLS)
 from launch import RESULT_PATTERN, LocalCluster  # noqa: E402
+from emulate import EmulatedCluster, TimedCluster, emulation  # noqa: E402
 
 RAW_FILE = "raw.json"
 
@@ -81,7 +82,19 @@ def clock(seconds):
 
 
 def cluster_for(config, settings, echo):
-    """The cluster of one configuration; the straggler gets its own --step_delay."""
+    """The cluster of one configuration; the straggler gets its own --step_delay. Emulated:
+    the scenario's cluster (the one-process baseline: one process that takes the scenario's
+    mean compute time per step, with no network)."""
+    script = os.path.join(plan.ROOT, config["script"])
+    if config.get("scenario"):
+        emulated = emulation(script, config["scenario"], config["workers"],
+                             settings["emulate"]["scale"], settings["seed"])
+        if config["family"] != "baseline":
+            return EmulatedCluster(script, emulated, args=config["args"],
+                                   python=settings["python"], echo=echo)
+        mean = sum(emulated["compute_seconds"]) / len(emulated["compute_seconds"])
+        return TimedCluster(script, workers=1, ps=0, python=settings["python"], echo=echo,
+                            args=config["args"] + ["--step_delay", "%.6f" % mean])
     task_args = ({config["straggler_task"]: ["--step_delay", "%g" % config["straggler_delay"]]}
                  if config["straggler_task"] else None)
     return LocalCluster(os.path.join(plan.ROOT, config["script"]), workers=config["workers"],
@@ -97,7 +110,7 @@ def run_config(config, settings, repeat, echo=False):
     try:
         if config["family"] == "baseline":  # one process, no cluster flags
             cluster.start_task(cluster.task("worker0"),
-                               [cluster.python, cluster.script] + config["args"])
+                               [cluster.python, cluster.script] + cluster.args)
         else:
             cluster.start()
         ended = cluster.wait(settings["run_timeout"])
@@ -114,11 +127,42 @@ def run_config(config, settings, repeat, echo=False):
     record["exit_codes"] = cluster.returncodes()
     error = run_error(failed, ended, len(record["results"]), config, settings)
     record["ok"] = error is None
+    if config.get("scenario"):
+        emulated_record(record, config, cluster, settings)
     if error:
         record["error"] = error
         record["output_tail"] = "\n".join(
             "[%s] %s" % (task.name, line) for task in cluster.tasks for line in task.lines[-15:])
     return record
+
+
+def emulated_record(record, config, cluster, settings):
+    """An emulated run's record also holds the emulated settings and what was measured, and
+    its time zero (`launched`) is when training began: the first worker's training loop (its
+    RESULT's wall_seconds before the RESULT), not when the first process started (kept as
+    `processes_launched`): TensorFlow's start-up is not part of the emulated cluster. Flat
+    fields say the essentials of the run in one place."""
+    record["processes_launched"] = record["launched"]
+    record["launched"] = cluster.training_started or record["launched"]
+    if isinstance(cluster, EmulatedCluster):
+        record["emulated"], record["measured"] = cluster.emulation, cluster.measured()
+    numbers = run_metrics(record, settings["target"], settings["batch_size"])
+    measured = record.get("measured", {})
+    computes = [worker.get("compute_measured_seconds")
+                for worker in measured.get("workers", {}).values()]
+    checks = [rate for rate in (measured.get("link_check_bits_per_second") or {}).values()
+              if rate]
+    emulated = record.get("emulated", {})
+    record.update({
+        "algorithm": config["algorithm"], "workers": config["workers"],
+        "scenario": config["scenario"], "time_to_target_s": numbers["time_to_target"],
+        "test_accuracy": numbers["final_accuracy"],
+        "link_bits_per_second": emulated.get("link_bits_per_second"),
+        "link_measured_bits_per_second": min(checks) if checks else None,
+        "compute_seconds": (sum(emulated["compute_seconds"]) / len(emulated["compute_seconds"])
+                            if emulated else None),
+        "compute_measured_seconds": (sum(computes) / len(computes)
+                                     if computes and None not in computes else None)})
 
 
 def run_error(failed, ended, results, config, settings):
