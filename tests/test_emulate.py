@@ -8,6 +8,8 @@ with the emulated and the measured link rate and compute time, and they agree wi
 tested on a raw.json made here with chosen numbers, redrawn by --replot. Needs root and
 iproute2 (ip netns, tc); elsewhere the tests that need them are skipped, saying why.
 """
+import contextlib
+import io
 import json
 import os
 import re
@@ -83,13 +85,14 @@ def test_namespaces_left_by_a_killed_emulator_are_swept():
 @pytest.mark.parametrize("rate", [20e6, 1e9])
 def test_a_shaped_link_delivers_its_rate(rate):
     """A bulk TCP transfer through two links shaped at `rate`, each way, achieves it within
-    15 %, and the unshaped links of the same network are much faster (the shaping is what
-    limits it)."""
+    15 %; between unshaped links of the same network it is much faster (the shaping is what
+    limits it: at 1 Gb/s this machine's CPU may not be much faster)."""
     with Network({"ps0": rate, "worker0": rate, "worker1": None, "worker2": None}) as net:
         for sender, receiver in (("worker0", "ps0"), ("ps0", "worker0")):
             achieved = measure_link(net, sender, receiver)
             assert abs(achieved / rate - 1) <= TOLERANCE, (sender, receiver, achieved)
-        assert measure_link(net, "worker1", "worker2") > 2 * rate
+        if rate < 1e8:
+            assert measure_link(net, "worker1", "worker2") > 5 * rate
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +102,16 @@ def comparison(tmp_path_factory):
     if reason:
         pytest.skip("cannot make network namespaces here: %s" % reason)
     output = str(tmp_path_factory.mktemp("emulated"))
-    code, text = run_script(
-        [sys.executable, "-m", "tools.compare", "--emulate", "datacenter", "--only", "Hogwild",
-         "--workers", str(WORKERS), "--repeats", "1", "--budget", "160", "--target", "0.8",
-         "--output", output], timeout=600, cwd=ROOT)
+    printed = io.StringIO()
+    handler = signal.getsignal(signal.SIGTERM)  # (the tool ends its clusters on SIGTERM)
+    try:
+        with contextlib.redirect_stdout(printed):  # in-process: the tasks fork from the zygote
+            code = compare.main(["--emulate", "datacenter", "--only", "Hogwild", "--workers",
+                                 str(WORKERS), "--repeats", "1", "--budget", "160",
+                                 "--target", "0.8", "--output", output])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    text = printed.getvalue()
     assert code == 0, text
     with open(os.path.join(output, "raw.json")) as source:
         return output, text, json.load(source)
@@ -162,31 +171,32 @@ def test_the_emulated_link_and_compute_are_what_was_configured(comparison):
 
 @needs_namespaces
 def test_ctrl_c_stops_every_task_and_deletes_the_namespaces():
+    """Ctrl-C while the workers start up (the emulator waits for them): exit code 130, every
+    task's process gone, every namespace deleted."""
     command = [sys.executable, "-m", "tools.emulate", "--scenario", "commodity", "--workers",
-               "2", "Hogwild/Hogwild.py", "--train_steps", "100000", "--log_every", "5"]
+               "2", "Hogwild/Hogwild.py", "--train_steps", "100000"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
-    lines = []
-    try:
-        deadline = time.monotonic() + 180
-        for raw_line in process.stdout:
-            lines.append(raw_line.decode())
-            if re.search(r"\[worker\d\] step 5 ", lines[-1]) or time.monotonic() > deadline:
-                break
-        assert any(re.search(r"step 5 ", line) for line in lines), "".join(lines)
-        prefix = "%s%d-" % (NAME_PREFIX, process.pid)
-        assert ours(prefix), "the cluster's namespaces exist while it runs"
-        tasks = [int(pid) for name in ours(prefix) for pid in subprocess.run(
+    prefix = "%s%d-" % (NAME_PREFIX, process.pid)
+
+    def tasks():
+        return [int(pid) for name in ours(prefix) for pid in subprocess.run(
             ["ip", "netns", "pids", name], stdout=subprocess.PIPE).stdout.split()]
-        assert len(tasks) == 3, tasks  # the ps and two workers, each in its namespace
+    try:
+        deadline = time.monotonic() + 120
+        while len(tasks()) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # (a condition polled: the workers' processes in their namespaces)
+        started = tasks()
+        assert len(started) == 2, started  # the first wave: both workers, each in its own
         process.send_signal(signal.SIGINT)
-        rest, _ = process.communicate(timeout=60)
+        text, _ = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 130, "".join(lines) + rest.decode()
+    assert process.returncode == 130, text.decode()
+    assert "interrupted" in text.decode()
     assert not ours(prefix)
-    assert not [pid for pid in tasks if os.path.exists("/proc/%d" % pid)]
+    assert not [pid for pid in started if os.path.exists("/proc/%d" % pid)]
 
 
 # ---------------------------------------------------------------------------------------------

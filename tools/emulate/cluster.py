@@ -3,8 +3,8 @@ namespace behind a shaped link, each worker with its own compute time, θ carryi
 bytes of the scenario's model; what it did, measured.
 
 It is tools/launch.py's LocalCluster (the launcher behind every run.sh: ports, output, the
-stop by process group) with three changes: every task runs inside its namespace (`ip netns
-exec`), listening on its own address; the tasks start in two waves, so that nobody trains
+stop by process group) with three changes: every task runs inside its namespace (enter.py),
+listening on its own address; the tasks start in two waves, so that nobody trains
 while others are still importing TensorFlow; and a Monitor samples the links and the CPUs.
 
 The two waves. Starting TensorFlow costs seconds of CPU per task, and with many tasks on few
@@ -20,8 +20,8 @@ import os
 import sys
 import time
 
-from .monitor import Monitor, cpu_between, cpu_of, rates
-from .network import Network, measure_link
+from .monitor import Monitor, cpu_between, cpu_of, rates, state_of
+from .network import Network, measure_both_ways
 from .scenarios import SCALE, SCENARIOS
 
 TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,9 +32,11 @@ from launch import RESULT_PATTERN, LocalCluster, default_parameter_servers  # no
 PORT = 2222  # every task on its own address, so all on the same port
 TIMEOUT = 180.0  # --timeout given to the tasks (unless the caller gives one): the first wave
 # waits for the last, and its start-up on a loaded machine may take a minute
-QUIET_WINDOW = 0.5  # a task is done starting when it used less than QUIET_SHARE of a CPU
-QUIET_SHARE = 0.03  # (on it or waiting for it) over QUIET_WINDOW seconds ...
-STARTED_CPU = 1.0  # ... after at least this many CPU seconds (importing TensorFlow takes more)
+# A task is done starting when, over QUIET_WINDOW seconds, it used less than QUIET_CPU of a
+# CPU and its main thread waited for one less than QUIET_WAIT of the time (a task that waits
+# for the ps still wakes up now and then, and on a busy machine each wake-up waits a little;
+# a task still starting up but short of CPU waits most of the time).
+QUIET_WINDOW, QUIET_CPU, QUIET_WAIT = 0.5, 0.10, 0.25
 
 
 def emulation(script, scenario, workers, scale=SCALE, seed=0):
@@ -111,7 +113,7 @@ class EmulatedCluster(TimedCluster):
         self.monitor = Monitor(self.network, self.pids)
         self.link_check = None
         self.processes_started = self.last_wave_started = None
-        self._quiet = {}  # task: [(time, CPU seconds used and waited)] of its last moments
+        self._quiet = {}  # task: [(time, CPU seconds used, waited)] of its last moments
 
     def pids(self):
         """The tasks to watch: started, and (workers) not done training."""
@@ -119,7 +121,8 @@ class EmulatedCluster(TimedCluster):
                 if task.process and task.name not in self.trained}
 
     def command(self, task):
-        return self.network.command(task.name, super().command(task))
+        python, script, *args = super().command(task)
+        return self.network.python_command(task.name, python, script, args)
 
     def last_wave(self):
         """The tasks everyone else waits for: the ps tasks, or worker 0 where there is none."""
@@ -131,7 +134,7 @@ class EmulatedCluster(TimedCluster):
         assert names is None, "an emulated cluster starts whole"
         try:
             self.network.create()
-            self.link_check = self.check_links()
+            self.check_links()
             self.monitor.start()
             last = self.last_wave()
             self.processes_started = time.time()
@@ -149,29 +152,29 @@ class EmulatedCluster(TimedCluster):
         return self
 
     def done_starting(self, task):
-        """Whether task has finished its start-up and now waits, using (almost) no CPU."""
+        """Whether task has finished its start-up and now waits: its main thread asleep (not
+        in a disk read), and quiet over the last QUIET_WINDOW seconds."""
         if task.process is None or task.returncode is not None:
             return True
         now = cpu_of(task.process.pid)
         if now is None:
             return True
         history = self._quiet.setdefault(task.name, [])
-        history.append((time.monotonic(), sum(now)))
+        history.append((time.monotonic(),) + now)
         while len(history) > 2 and history[1][0] <= history[-1][0] - QUIET_WINDOW:
             history.pop(0)
-        elapsed = history[-1][0] - history[0][0]
-        return (now[0] >= STARTED_CPU and elapsed >= QUIET_WINDOW
-                and history[-1][1] - history[0][1] < QUIET_SHARE * elapsed)
+        (then, used, waited), (now_, using, waiting) = history[0], history[-1]
+        elapsed = now_ - then
+        return (elapsed >= QUIET_WINDOW and state_of(task.process.pid) == "S"
+                and using - used < QUIET_CPU * elapsed and waiting - waited < QUIET_WAIT * elapsed)
 
     def check_links(self):
-        """A bulk TCP transfer each way between a worker and the task of the last wave, before
-        any task starts: the rate the shaped path really delivers, in bits/s."""
+        """A bulk TCP transfer each way between a worker and the task of the last wave
+        (link_check: bits/s each way), before any task starts (a sender short of CPU would
+        measure less): the rate the shaped path really delivers."""
         last = self.last_wave()[0].name
-        other = next(task.name for task in self.tasks if task.name != last)
-        if other == last:
-            return None
-        return {"to_" + last: measure_link(self.network, other, last),
-                "from_" + last: measure_link(self.network, last, other)}
+        other = next((task.name for task in self.tasks if task.name != last), None)
+        self.link_check = measure_both_ways(self.network, other, last) if other else None
 
     def stop(self, grace=3.0):
         try:

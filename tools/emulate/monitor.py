@@ -36,6 +36,16 @@ def cpu_of(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS, waited / 1e9  # utime, stime
 
 
+def state_of(pid):
+    """The scheduler state of process pid's main thread: R running, S asleep, D in a disk
+    read, ... (None if it has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def machine_busy():
     """(busy, total) jiffies of all CPUs so far, from /proc/stat: every process's, ours and
     others'."""

@@ -14,19 +14,21 @@ Every namespace's name starts with NAME_PREFIX and the pid of the process that m
 namespaces left by a process that was killed before it could delete them (SIGKILL) are found
 and deleted by the next one (sweep_stale_namespaces).
 """
-import ctypes
 import errno
 import os
 import re
+import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 
+from .enter import enter_namespace
+
 NAME_PREFIX = "emu-"
+ENTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "enter.py")
 SUBNET = "10.77.%d.%d"  # inside the switch only: /16, up to 65,000 hosts
-CLONE_NEWNET = 0x40000000
-NETNS_DIR = "/var/run/netns"
 
 
 class NetworkError(RuntimeError):
@@ -146,6 +148,11 @@ class Network:
         """command, run inside host's namespace."""
         return ["ip", "netns", "exec", self.namespaces[host]] + list(command)
 
+    def python_command(self, host, python, script, args):
+        """`python script args` run inside host's namespace: python enters it first
+        (enter.py), so that the command is still `python some.py ...`."""
+        return [python, ENTER, self.namespaces[host], script] + list(args)
+
     def counters(self):
         """{host: (bytes sent to the host, bytes sent by the host)} so far, from the switch's
         side of every link (one read, in the switch's namespace)."""
@@ -181,20 +188,6 @@ def shape(namespace, device, bits_per_second):
 QUEUE_SECONDS = 0.05
 
 
-_libc = ctypes.CDLL("libc.so.6", use_errno=True)
-
-
-def enter_namespace(namespace):
-    """Move the calling thread (setns is per thread) into the network namespace: the sockets
-    it opens and the /proc/thread-self/net it reads are then the namespace's."""
-    fd = os.open(os.path.join(NETNS_DIR, namespace), os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET):
-            raise OSError(ctypes.get_errno(), "setns %s" % namespace)
-    finally:
-        os.close(fd)
-
-
 def in_namespace(namespace, function, thread=True):
     """function() called in the namespace: in a thread of its own that joins it, or, with
     thread=False, in the calling thread, which then stays there (for a thread that exists
@@ -219,50 +212,58 @@ def in_namespace(namespace, function, thread=True):
     return outcome["value"]
 
 
-def measure_link(network, sender, receiver, seconds=0.6, warmup=0.15):
+SEND_BLOCK = 1 << 18
+
+
+def measure_link(network, sender, receiver, seconds=0.5, warmup=0.1, port=5201):
     """The rate (bits/s) a bulk TCP transfer achieves from sender to receiver through their
-    links, after `warmup` seconds of slow start: what the shaped path delivers."""
-    import socket
-    ready, result = threading.Event(), {}
-    port = 5201
+    links, after `warmup` seconds of slow start: what the shaped path delivers (TCP's goodput:
+    a few per cent below the wire rate, which also carries the headers)."""
+    ready, marks = threading.Event(), []
 
     def receive():
         with socket.socket() as server:
             server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             server.bind((network.addresses[receiver], port))
             server.listen(1)
-            ready.set()
             server.settimeout(10)
+            ready.set()
             connection, _ = server.accept()
             with connection:
                 connection.settimeout(10)
-                marks = []
-                total = 0
+                total, buffer = 0, bytearray(1 << 20)
                 while True:
-                    data = connection.recv(1 << 20)
-                    if not data:
+                    got = connection.recv_into(buffer)
+                    if not got:
                         break
-                    total += len(data)
+                    total += got
                     marks.append((time.monotonic(), total))
-        result["marks"] = marks
 
     receiver_thread = threading.Thread(
         target=lambda: in_namespace(network.namespaces[receiver], receive), daemon=True)
     receiver_thread.start()
     ready.wait(10)
 
-    def send():
-        block = b"\0" * (1 << 16)
-        with socket.create_connection((network.addresses[receiver], port), timeout=10) as out:
+    def send():  # (from a file, by sendfile: the kernel copies, so little CPU is needed)
+        with tempfile.TemporaryFile() as source, socket.create_connection(
+                (network.addresses[receiver], port), timeout=10) as out:
+            source.write(bytes(SEND_BLOCK))
+            source.flush()
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
-                out.sendall(block)
+                out.sendfile(source, 0, SEND_BLOCK)
 
     in_namespace(network.namespaces[sender], send)
     receiver_thread.join(15)
-    marks = result.get("marks", [])
     start = marks[0][0] + warmup if marks else 0
     kept = [mark for mark in marks if mark[0] >= start]
     if len(kept) < 2 or kept[-1][0] <= kept[0][0]:
         return None
     return 8.0 * (kept[-1][1] - kept[0][1]) / (kept[-1][0] - kept[0][0])
+
+
+def measure_both_ways(network, one, other):
+    """measure_link from one to other, then back: {"to_<other>": bits/s, "from_<other>":
+    bits/s}."""
+    return {"to_" + other: measure_link(network, one, other),
+            "from_" + other: measure_link(network, other, one)}
