@@ -82,11 +82,12 @@ def test_namespaces_left_by_a_killed_emulator_are_swept():
 
 
 @needs_namespaces
-@pytest.mark.parametrize("rate", [20e6, 1e9])
+@pytest.mark.parametrize("rate", [20e6, 200e6])
 def test_a_shaped_link_delivers_its_rate(rate):
     """A bulk TCP transfer through two links shaped at `rate`, each way, achieves it within
     15 %; between unshaped links of the same network it is much faster (the shaping is what
-    limits it: at 1 Gb/s this machine's CPU may not be much faster)."""
+    limits it). 200 Mb/s at most: under the suite's load a Python sender on 2 cores cannot
+    fill 1 Gb/s (it measured 30 % of it)."""
     with Network({"ps0": rate, "worker0": rate, "worker1": None, "worker2": None}) as net:
         for sender, receiver in (("worker0", "ps0"), ("ps0", "worker0")):
             achieved = measure_link(net, sender, receiver)
