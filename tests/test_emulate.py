@@ -108,7 +108,7 @@ def comparison(tmp_path_factory):
     try:
         with contextlib.redirect_stdout(printed):  # in-process: the tasks fork from the zygote
             code = compare.main(["--emulate", "datacenter", "--only", "Hogwild", "--workers",
-                                 str(WORKERS), "--repeats", "1", "--budget", "160",
+                                 str(WORKERS), "--repeats", "1", "--budget", "100",
                                  "--target", "0.8", "--output", output])
     finally:
         signal.signal(signal.SIGTERM, handler)
@@ -135,7 +135,8 @@ def test_an_emulated_comparison_records_each_run_configured_and_measured(compari
         assert record["time_to_target_s"] is None or record["time_to_target_s"] > 0
     hogwild = records["Hogwild"]
     assert hogwild["workers"] == WORKERS and len(hogwild["results"]) == WORKERS
-    assert {r["test_accuracy"] for r in hogwild["results"]} == {hogwild["test_accuracy"]}
+    assert hogwild["test_accuracy"] in {r["test_accuracy"] for r in hogwild["results"]}
+    assert hogwild["test_accuracy"] > 0.8
     # time zero is the start of training, after every task's start-up
     assert hogwild["processes_launched"] < hogwild["launched"] < hogwild["ended"]
     assert "emulated datacenter" in text and "time to 0.80" in text

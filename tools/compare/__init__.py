@@ -19,11 +19,16 @@ Run from the repository's root:
     python -m tools.compare --only Hogwild,Synchronous-SGD --workers 1,2,4 --repeats 5
     python -m tools.compare --plan                # what would run, and each --train_steps
     python -m tools.compare --replot comparison   # tables, plots, findings again from raw.json
+    python -m tools.compare --emulate datacenter,commodity --workers 1,4,16   # emulated clusters
+
+--emulate runs every configuration on an emulated cluster of a real setting (tools/emulate,
+docs/emulation.md: ResNet-50 workers on 10 or 1 Gb/s links, or with stragglers), at equal
+work per worker, and judges the seed papers' claims on what it measured.
 
 The modules, one concern each: plan (the algorithms, the budgets, each run's flags), run (the
 clusters, raw.json), metrics (each run's numbers, their spread over repeats, when a difference
 holds in every repeat), findings (the sentences), report (tables, comparison.md and .csv),
-plots, cli (flags and settings).
+emulated (the emulated comparison's report), plots, cli (flags and settings).
 """
 from .cli import main
 from .plots import ACCURACY_PLOT, SCALING_PLOT, STRAGGLER_PLOT

@@ -19,10 +19,12 @@ FULL = {"budget": 3000, "repeats": 3, "workers": None, "straggler_delay": 0.05,
         "run_timeout": 900.0, "algorithms": None}
 QUICK = {"budget": 600, "repeats": 1, "workers": [1, 2], "straggler_delay": 0.05,
          "run_timeout": 300.0, "algorithms": QUICK_ALGORITHMS}
-# --emulate: every algorithm on the scenarios' clusters, at equal updates (enough for every
-# algorithm to reach the target, so that the time to it is what differs).
-EMULATED = {"budget": 400, "repeats": 2, "workers": [1, 4], "straggler_delay": 0.05,
-            "run_timeout": 900.0, "algorithms": None}
+# --emulate: every algorithm on the scenarios' clusters, each worker computing as many
+# minibatches (equal work per worker: the same emulated compute time), enough for most
+# algorithms to reach the target (0.92: the one-process baseline's ~150th step), so that the
+# time to it is what differs.
+EMULATED = {"budget": 150, "repeats": 2, "workers": [2, 4], "straggler_delay": 0.05,
+            "run_timeout": 900.0, "algorithms": None, "target": 0.92}
 
 
 def parse_list(text, kind=str):
@@ -45,8 +47,9 @@ def add_plan_flags(parser):
                                        "Hogwild,Synchronous-SGD (the baseline always runs)")
     parser.add_argument("--budget", type=int,
                         help="minibatch gradients applied to θ per run, or θ updates made at "
-                             "equal updates (full: %d, quick: %d)"
-                             % (FULL["budget"], QUICK["budget"]))
+                             "equal updates, or (--emulate) minibatches each worker computes "
+                             "(full: %d, quick: %d, emulated: %d)"
+                             % (FULL["budget"], QUICK["budget"], EMULATED["budget"]))
     parser.add_argument("--no_equal_updates", action="store_true",
                         help="skip the equal-updates table (synchronous runs with N× the "
                              "minibatches, so that they make as many θ updates)")
@@ -68,12 +71,15 @@ def add_plan_flags(parser):
 
 def add_emulation_flags(parser):
     """--emulate: the same comparison on emulated clusters of real settings."""
-    parser.add_argument("--emulate", metavar="SCENARIO[,SCENARIO...]",
+    parser.add_argument("--emulate", metavar="SCENARIO[:ALGORITHM+...][,...]",
                         help="run every configuration on an emulated cluster (tools/emulate, "
-                             "needs root): %s; budget %d updates (equal updates only), %d "
-                             "repeats, workers %s, unless given" % (
+                             "needs root): %s; after a scenario, ':' and '+'-separated "
+                             "algorithms narrow --only for it (e.g. heterogeneous:Synchronous-"
+                             "SGD+Hogwild); budget %d minibatches per worker (equal work per "
+                             "worker), %d "
+                             "repeats, workers %s, target %g, unless given" % (
                                  ", ".join(SCENARIOS), EMULATED["budget"], EMULATED["repeats"],
-                                 ",".join(map(str, EMULATED["workers"]))))
+                                 ",".join(map(str, EMULATED["workers"])), EMULATED["target"]))
     parser.add_argument("--scale", type=float, default=SCALE,
                         help="with --emulate: the factor F that divides time and link rates "
                              "(bytes: F²)")
@@ -113,11 +119,17 @@ def parse_arguments(argv):
     if options.straggler_delay is not None and not options.straggler_delay > 0:
         parser.error("--straggler_delay must be positive, got %g" % options.straggler_delay)
     if options.emulate:
-        options.emulate = parse_list(options.emulate)
+        entries = [entry.partition(":") for entry in parse_list(options.emulate)]
+        options.emulate = [name for name, _, _ in entries]
+        options.emulate_only = {name: parse_list(algorithms, str.strip) if algorithms else None
+                                for name, _, algorithms in entries}
         unknown = [name for name in options.emulate if name not in SCENARIOS]
         if unknown or not options.emulate:
             parser.error("--emulate: unknown scenario(s) %s; known: %s" % (
                 ", ".join(unknown) or "(none given)", ", ".join(SCENARIOS)))
+        for names in filter(None, options.emulate_only.values()):
+            check_names(parser, "--emulate", [name for part in names
+                                              for name in part.split("+")])
         if options.quick:
             parser.error("--emulate and --quick: choose one (--emulate takes --only, --workers, "
                          "--budget, --repeats)")
@@ -156,7 +168,7 @@ def chosen_algorithms(options, parser, mode):
 def chosen_sections(options):
     """The report's sections, hence the budgets the plan runs."""
     if options.emulate:
-        return [plan.EQUAL_UPDATES]
+        return [plan.EQUAL_WORK]
     sections = [plan.EQUAL_MINIBATCHES]
     if not options.no_equal_updates:
         sections.append(plan.EQUAL_UPDATES)
@@ -169,16 +181,19 @@ def settings_from(options, parser, argv):
     """The settings of a new comparison: the mode's defaults, then the flags given."""
     mode = QUICK if options.quick else EMULATED if options.emulate else FULL
     budget = options.budget or mode["budget"]
-    emulated = {"emulate": {"scenarios": options.emulate, "scale": options.scale,
-                            "details": {name: SCENARIOS[name].describe()
-                                        for name in options.emulate}}} if options.emulate else {}
+    emulated = {"emulate": {
+        "scenarios": options.emulate, "scale": options.scale,
+        "only": {name: names[0].split("+") for name, names in options.emulate_only.items()
+                 if names},
+        "details": {name: SCENARIOS[name].describe() for name in options.emulate}}
+    } if options.emulate else {}
     return chosen_algorithms(options, parser, mode), dict(emulated, **{
         "mode": "quick" if options.quick else "emulated" if options.emulate else "full",
         "budget": budget,
         "batch_size": options.batch_size, "seed": options.seed,
         "repeats": options.repeats or mode["repeats"],
         "workers": options.workers or mode["workers"] or default_worker_counts(os.cpu_count()),
-        "target": options.target if options.target is not None else 0.95,
+        "target": options.target if options.target is not None else mode.get("target", 0.95),
         "log_every": options.log_every or max(1, budget // 40),
         "sections": chosen_sections(options),
         "straggler_algorithms": (parse_list(options.straggler_algorithms)

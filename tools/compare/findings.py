@@ -304,20 +304,9 @@ def jin_question(rows, settings, section=plan.EQUAL_MINIBATCHES):
     ran): at each worker count, the fastest configuration of each family to the target (mean
     and min–max over repeats), which family was first, and whether that held in every repeat.
     Returns Markdown."""
-    table = [row for row in rows if row["section"] == section and row["runs_ok"]
-             and jin_family(row) and not (row["aggregated"] and row["aggregated"] < row["workers"])]
-    counts = sorted({row["workers"] for row in table})
-    families = [family for family in plan.JIN_FAMILIES
-                if any(jin_family(row) == family for row in table)]
+    fastest, counts, families = jin_fastest(rows, section)
     if not counts or not families:
         return "No family of Jin et al.'s comparison ran, so their question was not asked here."
-    fastest = {}
-    for family in families:
-        for workers in counts:
-            reached = [row for row in table if jin_family(row) == family
-                       and row["workers"] == workers and complete(row, "time_to_target")]
-            fastest[family, workers] = min(reached, key=lambda row: row["time_to_target"],
-                                           default=None)
 
     def cell(row):
         return "—" if row is None else "%s: %s" % (plan.label(row),
@@ -341,6 +330,24 @@ def jin_question(rows, settings, section=plan.EQUAL_MINIBATCHES):
              "that many workers), time from launch, mean (min–max over repeats)."
              % settings["target"]).replace("at equal minibatches", "at " + section)
     return "\n\n".join([intro, "\n".join(lines), "\n".join(bullets(sentences))])
+
+
+def jin_fastest(rows, section):
+    """({(family, workers): the family's fastest row to the target, or None}, the worker
+    counts, the families that ran), among the rows of the section without backup workers."""
+    table = [row for row in rows if row["section"] == section and row["runs_ok"]
+             and jin_family(row) and not (row["aggregated"] and row["aggregated"] < row["workers"])]
+    counts = sorted({row["workers"] for row in table})
+    families = [family for family in plan.JIN_FAMILIES
+                if any(jin_family(row) == family for row in table)]
+    fastest = {}
+    for family in families:
+        for workers in counts:
+            reached = [row for row in table if jin_family(row) == family
+                       and row["workers"] == workers and complete(row, "time_to_target")]
+            fastest[family, workers] = min(reached, key=lambda row: row["time_to_target"],
+                                           default=None)
+    return fastest, counts, families
 
 
 def first_family(fastest, families, workers, target):
@@ -422,9 +429,10 @@ def emulated_findings(rows, settings, runs):
         distributed = [row for row in table if row["family"] != "baseline"]
         lines.append("- On the emulated %s cluster (%s), at %s:" % (
             scenario, settings["emulate"]["details"][scenario]["title"], section))
+        fastest, counts, _ = jin_fastest(table, section)
         lines += bullets([first_to_target(table, settings["target"]),
                           against_baseline(table, float("inf")), family_accuracy(distributed),
-                          asynchronous_at_small_scale(distributed),
+                          jin_verdict(fastest, counts, settings),
                           jin_scaling(distributed, settings["repeats"]),
                           chen_backup(distributed)], indent="  ")
     lines += bullets([dean_window(rows, settings, section)])
@@ -449,21 +457,25 @@ def emulation_caveats(runs):
                      "most at %s." % (len(slow), len(emulated), 100 * COMPUTE_TOLERANCE,
                                       ", ".join(sorted({"%d workers" % run["workers"]
                                                         for run in slow}))))
-    checks = [run["link_measured_bits_per_second"] / run["link_bits_per_second"]
+    checks = [100 * run["link_measured_bits_per_second"] / run["link_bits_per_second"]
               for run in emulated if run.get("link_measured_bits_per_second")]
     if checks:
-        notes.append("The links delivered %s of their configured rate to a bulk TCP transfer "
-                     "before each run (TCP's goodput, headers aside)." % span(
-                         [100 * share for share in checks], "%.0f", "%"))
-    own = [worker["cpu_seconds_per_step"] / worker["compute_seconds"]
+        notes.append("The links delivered %.0f %% of their configured rate on average (%.0f–%.0f "
+                     "%% over %d runs) to a bulk TCP transfer before each run (TCP's goodput: "
+                     "the headers take the rest)." % (mean(checks), min(checks), max(checks),
+                                                       len(checks)))
+    own = [100 * worker["cpu_seconds_per_step"] / worker["compute_seconds"]
            for run in emulated for worker in run["measured"]["workers"].values()
            if "cpu_seconds_per_step" in worker and worker["compute_seconds"]]
     if own:
         notes.append("Each step also cost TensorFlow's own CPU time on this machine (the "
-                     "example's model, its session.run, serializing θ and g), %s of the "
-                     "emulated compute time on average: it is not scaled, so every emulated "
-                     "step is that much longer than the real one it stands for." % span(
-                         [100 * share for share in own], "%.0f", "%"))
+                     "example's model, its session.run, serializing θ and g), %.0f %% of the "
+                     "emulated compute time on average (%.0f–%.0f %% over the %d workers of the "
+                     "runs): it is not scaled, so every emulated step is longer than the real "
+                     "one it stands for." % (mean(own), min(own), max(own), len(own)))
+    notes.append("Every repeat uses the same seed: repeats differ in timing, not in the data's "
+                 "order or θ's initial values, so a difference that held in every repeat can "
+                 "still be one of this seed.")
     return notes
 
 
@@ -501,10 +513,10 @@ def jin_scaling(distributed, repeats):
     (sync, mine), (async_, theirs) = gains["all-reduce"], gains["elastic/gossip"]
     if not mine or not theirs:
         return None
-    return ("From %d to %d workers %s's time to the target shrank %s, %s's %s (the faster of "
-            "elastic averaging and gossip at %d): this %s." % (
-                low, high, plan.label(sync), span(mine, "%.2f", "", "×"), plan.label(async_),
-                span(theirs, "%.2f", "", "×"), high, bears_on(lower(theirs, mine), JIN_SCALING)))
+    return ("From %d to %d workers %s's time to the target was divided by %s, that of %s (the "
+            "faster of elastic averaging and gossip at %d) by %s (below 1: it grew): this %s." % (
+                low, high, plan.label(sync), span(mine, "%.2f", ""), plan.label(async_), high,
+                span(theirs, "%.2f", ""), bears_on(lower(theirs, mine), JIN_SCALING)))
 
 
 def chen_backup(distributed):

@@ -16,6 +16,12 @@ So the budget B (--budget) is counted in one of two units, and each script gets
   counts the T steps of its window), and a Local-SGD round H. A synchronous run then applies
   N× more minibatches.
 
+The emulated comparison (--emulate) has a third budget, equal work per worker: every worker
+computes B minibatches, so that each spends the same emulated compute time. A synchronous run
+then makes B θ updates (a SAGN round counts T of them, and T of each worker's minibatches), an
+asynchronous one M·B (each worker's minibatch is one), and every worker of a ring or gossip
+makes B steps.
+
 For the asynchronous family (and the one-process baseline, and any run with N = 1) both budgets
 give the same --train_steps, hence the same runs: they are run once and shown in both tables.
 A script stops at its first global step ≥ --train_steps, so asynchronous and windowed ones may
@@ -42,8 +48,9 @@ SPREAD_RATES_BASE = 0.1  # Synchronous-SGD-different-learning-rates' default η
 
 # The report's sections, each with the unit its budget is counted in.
 EQUAL_MINIBATCHES, EQUAL_UPDATES, STRAGGLER = "equal minibatches", "equal updates", "straggler"
+EQUAL_WORK = "equal work per worker"  # the emulated comparison's
 BUDGET_OF = {EQUAL_MINIBATCHES: "minibatches", EQUAL_UPDATES: "updates",
-             STRAGGLER: "minibatches"}
+             STRAGGLER: "minibatches", EQUAL_WORK: "minibatches per worker"}
 
 
 # The families that Jin et al. 2016 compare, and the others of the collection, each with the
@@ -148,10 +155,23 @@ def unknown_example_folders():
                   if os.path.isfile(os.path.join(ROOT, name, "run.sh")) and name not in known)
 
 
-def train_steps(budget, unit, minibatches_per_step, updates_per_step):
-    """--train_steps that spends `budget` counted in `unit` ("minibatches" or "updates")."""
-    per_step = minibatches_per_step if unit == "minibatches" else updates_per_step
+def train_steps(budget, unit, minibatches_per_step, updates_per_step, per_worker=1.0):
+    """--train_steps that spends `budget` counted in `unit` ("minibatches", "updates", or
+    "minibatches per worker": per_worker is what each worker computes in a global step)."""
+    per_step = {"minibatches": minibatches_per_step, "updates": updates_per_step,
+                "minibatches per worker": per_worker}[unit]
     return int(math.ceil(budget / float(per_step)))
+
+
+def per_worker(algorithm, workers, aggregated):
+    """The minibatches each worker computes in one global step: a synchronous step's
+    contribution (one, or a window's T), whether aggregated or dropped as late; one in a
+    step of replicas; 1/M of an asynchronous global step, which is one worker's minibatch."""
+    if algorithm.replicas:
+        return algorithm.minibatches(workers) / float(workers)
+    if algorithm.synchronous:
+        return algorithm.minibatches(aggregated) / float(aggregated)
+    return 1.0 / workers
 
 
 def make_config(algorithm, workers, settings, unit="minibatches", aggregated=None,
@@ -160,7 +180,8 @@ def make_config(algorithm, workers, settings, unit="minibatches", aggregated=Non
     machine's processes or (scenario) on an emulated cluster."""
     aggregated = (aggregated or workers) if algorithm.synchronous else None
     minibatches = algorithm.minibatches(aggregated or (workers if algorithm.replicas else 1))
-    steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates)
+    steps = train_steps(settings["budget"], unit, minibatches, algorithm.updates,
+                        per_worker(algorithm, workers, aggregated))
     args = ["--train_steps", str(steps), "--batch_size", str(settings["batch_size"]),
             "--seed", str(settings["seed"]), "--log_every", str(settings["log_every"])]
     if algorithm.synchronous and algorithm.backup_workers:
@@ -201,16 +222,18 @@ def planned(algorithms, settings):
 
 
 def emulated_configs(algorithms, settings):
-    """Every scenario of --emulate, each with the same configurations: the one-process
-    baseline (the model's compute time, no network), and every algorithm at every worker
-    count; where the scenario has stragglers, BACKUP_ALGORITHM also with as many backup
+    """Every scenario of --emulate: the one-process baseline (the model's compute time, no
+    network), and every algorithm (of those the scenario names, if it names some) at every
+    worker count; where the scenario has stragglers, BACKUP_ALGORITHM also with as many backup
     workers (it aggregates the others' gradients: Chen et al.'s remedy)."""
     for scenario in settings["emulate"]["scenarios"]:
         stragglers = SCENARIOS[scenario].compute.stragglers
+        only = settings["emulate"].get("only", {}).get(scenario)
         for section in settings["sections"]:
             unit = BUDGET_OF[section]
             yield section, make_config(BY_NAME[BASELINE], 1, settings, unit, scenario=scenario)
-            for algorithm in (a for a in algorithms if a.family != "baseline"):
+            for algorithm in (a for a in algorithms if a.family != "baseline"
+                              and (not only or a.name in only)):
                 for workers in settings["workers"]:
                     if workers < algorithm.min_workers:
                         continue

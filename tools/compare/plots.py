@@ -11,13 +11,14 @@ from .metrics import complete, straggler_pairs, values
 
 ACCURACY_PLOT, SCALING_PLOT, STRAGGLER_PLOT = ("accuracy_vs_time.png", "scaling.png",
                                                "straggler.png")
-CURVE_TIME = "seconds after launch"
+ZERO = {False: "launch", True: "the start of training"}  # an emulated run's time zero
+CURVE_TIME = "seconds after %s" % ZERO[False]
 
 
-def axis_labels(target):
+def axis_labels(target, emulated=False):
     """Each measure's axis label: every value axis carries exactly one of these."""
     return {"test_accuracy": "test accuracy",
-            "time_to_target": "seconds from launch to %.2f test accuracy" % target,
+            "time_to_target": "seconds from %s to %.2f test accuracy" % (ZERO[emulated], target),
             "wall_seconds": "seconds from launch to the end of the budget",
             "examples_per_second": "examples/s, all workers together"}
 
@@ -38,7 +39,7 @@ def run_curve(record):
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def plot_curves(ax, raw, configs, colour_of, target):
+def plot_curves(ax, raw, configs, colour_of, target, emulated=False):
     """Every successful run's test accuracy against time; dashed: the synchronous family."""
     for config in configs:
         records = [r for r in raw["runs"] if r["ok"] and r["key"] == config["key"]]
@@ -48,7 +49,7 @@ def plot_curves(ax, raw, configs, colour_of, target):
                     linestyle="--" if config["family"] == "synchronous" else "-",
                     label=plan.label(config) if index == 0 else None)
     ax.axhline(target, color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel(CURVE_TIME)
+    ax.set_xlabel(CURVE_TIME if not emulated else "seconds after %s" % ZERO[True])
     ax.set_ylabel(axis_labels(target)["test_accuracy"])
     ax.set_ylim(max(0.0, target - 0.35), 1.0)
     ax.grid(alpha=0.3)
@@ -68,8 +69,7 @@ def panel_rows(settings):
     per budget, or on emulated clusters one per scenario (at the one budget they ran)."""
     if settings.get("emulate"):
         section = scaling_sections(settings)[0]
-        return [("emulated %s, %s" % (scenario, section), section, scenario)
-                for scenario in settings["emulate"]["scenarios"]]
+        return [(scenario, section, scenario) for scenario in settings["emulate"]["scenarios"]]
     return [(section, section, None) for section in scaling_sections(settings)]
 
 
@@ -87,11 +87,12 @@ def accuracy_figure(raw, colour_of):
             plot_curves(ax, raw, [c for c in raw["plan"] if section in c["sections"]
                                   and c.get("scenario") == scenario and (
                 c["workers"] == workers or c["family"] == "baseline")], colour_of,
-                settings["target"])
+                settings["target"], bool(scenario))
             ax.set_title("%s, %d worker(s) (baseline: one process)" % (name, workers))
         legend(row_axes[0])
-    figure.suptitle("Test accuracy during training; budget %d (dashed: synchronous family)"
-                    % settings["budget"])
+    figure.suptitle("Test accuracy during training; budget %d%s (dashed: synchronous family)"
+                    % (settings["budget"], ", equal work per worker, emulated clusters"
+                       if settings.get("emulate") else ""))
     figure.tight_layout()
     return figure
 
@@ -123,7 +124,8 @@ def against_workers(ax, rows, measure, colour_of):
 def scaling_figure(raw, rows, colour_of):
     """Throughput and time to target against the workers, a panel each, a row per budget (or
     scenario)."""
-    panels, labels = panel_rows(raw["settings"]), axis_labels(raw["settings"]["target"])
+    panels = panel_rows(raw["settings"])
+    labels = axis_labels(raw["settings"]["target"], bool(raw["settings"].get("emulate")))
     figure = Figure(figsize=(12, 4.5 * len(panels)))
     for row_axes, (name, section, scenario) in zip(
             figure.subplots(len(panels), 2, squeeze=False), panels):

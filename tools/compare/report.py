@@ -8,7 +8,8 @@ from .metrics import costs, mean, straggler_pairs
 
 MARKDOWN_FILE, CSV_FILE = "comparison.md", "comparison.csv"
 SECTION_TITLES = {plan.EQUAL_MINIBATCHES: "Equal minibatches", plan.EQUAL_UPDATES: "Equal updates",
-                  plan.STRAGGLER: "With a straggler (equal minibatches)"}
+                  plan.STRAGGLER: "With a straggler (equal minibatches)",
+                  plan.EQUAL_WORK: "Equal work per worker"}
 
 # comparison.csv: one row per (section, configuration), plain numbers (means, and the sample
 # standard deviations over repeats in the *_spread columns).
@@ -109,6 +110,11 @@ def budget_table(raw):
 def section_intro(section, settings):
     """Which budget a table uses, and what that means for the synchronous rows."""
     budget, batch = settings["budget"], settings["batch_size"]
+    if section == plan.EQUAL_WORK:
+        return ("Budget: equal work per worker. Every worker computes %d minibatches of %d "
+                "examples (the same emulated compute time); a synchronous run makes one θ "
+                "update per minibatch of each worker, an asynchronous one an update per "
+                "minibatch of any worker, M× more (the θ updates column)." % (budget, batch))
     if section == plan.EQUAL_UPDATES:
         return ("Budget: equal θ updates. Every run makes %d θ updates; a synchronous step "
                 "averages N workers' minibatches, so a synchronous run applies N× more "

@@ -83,8 +83,8 @@ def clock(seconds):
 
 def cluster_for(config, settings, echo):
     """The cluster of one configuration; the straggler gets its own --step_delay. Emulated:
-    the scenario's cluster (the one-process baseline: one process that takes the scenario's
-    mean compute time per step, with no network)."""
+    the scenario's cluster (the one-process baseline: one process with the compute time per
+    step of the scenario's one-worker cluster, and no network)."""
     script = os.path.join(plan.ROOT, config["script"])
     if config.get("scenario"):
         emulated = emulation(script, config["scenario"], config["workers"],
@@ -97,7 +97,7 @@ def cluster_for(config, settings, echo):
                             args=config["args"] + ["--step_delay", "%.6f" % mean])
     task_args = ({config["straggler_task"]: ["--step_delay", "%g" % config["straggler_delay"]]}
                  if config["straggler_task"] else None)
-    return LocalCluster(os.path.join(plan.ROOT, config["script"]), workers=config["workers"],
+    return LocalCluster(script, workers=config["workers"],
                         # (ps None: the script says how many, none for the ps-less examples)
                         ps=0 if config["family"] == "baseline" else None, args=config["args"],
                         python=settings["python"], echo=echo, task_args=task_args)

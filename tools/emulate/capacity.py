@@ -93,6 +93,35 @@ def line(run):
                 measured["load_average"][0], "holds" if holds(run) else "CPU-bound"))
 
 
+def markdown(runs, command):
+    """The sweep as a Markdown block for the documentation: its command and machine, a row
+    per N, and the answer."""
+    info = machine()
+    lines = ["Measured by `%s` on %d cores and %.0f GiB, Linux, load average %.1f at the end "
+             "(the machine is shared), %s:" % (command, info["cores"],
+                                               info["memory_bytes"] / 2 ** 30,
+                                               info["load_average"][0], info["date"]), "",
+             "| workers | compute per step, configured | measured, mean | worst worker | "
+             "TensorFlow's CPU per step | step, all in | machine busy | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        workers = [w for w in run["measured"]["workers"].values()
+                   if "compute_measured_seconds" in w]
+        if not workers:
+            lines.append("| %d | - | - | - | - | - | - | no measurement |" % run["workers"])
+            continue
+        mean = lambda key: 1e3 * sum(w[key] for w in workers) / len(workers)  # noqa: E731
+        lines.append("| %d | %.1f ms | %.1f ms | %+.0f %% | %.1f ms | %.1f ms | %.0f %% | %s |" % (
+            run["workers"], mean("compute_seconds"), mean("compute_measured_seconds"),
+            100 * run["worst_compute_excess"], mean("cpu_seconds_per_step"),
+            mean("step_seconds"), 100 * (run["measured"]["machine_busy_share"] or 0),
+            "holds" if holds(run) else "CPU-bound"))
+    best = largest(runs)
+    lines += ["", "Largest cluster whose every worker keeps its compute time within %d %%: %s."
+              % (100 * TOLERANCE, "%d workers" % best if best else "none")]
+    return "\n".join(lines)
+
+
 def machine():
     """What the answer depends on: cores, memory, load."""
     with open("/proc/meminfo") as info:

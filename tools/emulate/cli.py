@@ -124,10 +124,10 @@ def main(argv=None):
         def interrupted(signum, frame):
             raise KeyboardInterrupt
         signal.signal(signal.SIGTERM, interrupted)
-        best, runs = capacity.sweep(options.script, options.scenario, options.counts,
+        _, runs = capacity.sweep(options.script, options.scenario, options.counts,
                                     options.scale, options.python, options.record,
                                     say=lambda text: print("[emulate] " + text, flush=True))
-        print("[emulate] largest cluster whose workers keep their compute time within %d%%: %s"
-              % (100 * capacity.TOLERANCE, "%d workers" % best if best else "none"))
+        print("\n" + capacity.markdown(runs, " ".join(["python -m tools.emulate"] + list(
+            sys.argv[1:] if argv is None else argv))))
         return 0
     return run_one(options)

@@ -36,7 +36,7 @@ TIMEOUT = 180.0  # --timeout given to the tasks (unless the caller gives one): t
 # CPU and its main thread waited for one less than QUIET_WAIT of the time (a task that waits
 # for the ps still wakes up now and then, and on a busy machine each wake-up waits a little;
 # a task still starting up but short of CPU waits most of the time).
-QUIET_WINDOW, QUIET_CPU, QUIET_WAIT = 0.5, 0.10, 0.25
+QUIET_WINDOW, QUIET_CPU, QUIET_WAIT = 0.4, 0.10, 0.25
 
 
 def emulation(script, scenario, workers, scale=SCALE, seed=0):

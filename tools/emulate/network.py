@@ -215,7 +215,7 @@ def in_namespace(namespace, function, thread=True):
 SEND_BLOCK = 1 << 18
 
 
-def measure_link(network, sender, receiver, seconds=0.5, warmup=0.1, port=5201):
+def measure_link(network, sender, receiver, seconds=0.4, warmup=0.1, port=5201):
     """The rate (bits/s) a bulk TCP transfer achieves from sender to receiver through their
     links, after `warmup` seconds of slow start: what the shaped path delivers (TCP's goodput:
     a few per cent below the wire rate, which also carries the headers)."""
