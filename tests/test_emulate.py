@@ -52,13 +52,12 @@ def test_the_namespaces_and_links_are_made_and_always_deleted():
             made = ours(net.switch.rsplit("-", 1)[0])
             assert sorted(made) == sorted([net.switch] + list(net.namespaces.values()))
             # each host's link is shaped at both ends (None: not shaped)
-            qdiscs = subprocess.run(net.command("ps0", ["tc", "qdisc", "show", "dev", "eth0"]),
-                                    stdout=subprocess.PIPE, check=True).stdout.decode()
-            assert "htb" in qdiscs
-            plain = subprocess.run(net.command("worker1", ["tc", "qdisc", "show", "dev",
-                                                           "eth0"]),
-                                   stdout=subprocess.PIPE, check=True).stdout.decode()
-            assert "htb" not in plain
+            for host, shaped in (("ps0", True), ("worker1", False)):
+                for namespace, device in net.ends(host):
+                    qdiscs = subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc",
+                                             "show", "dev", device], stdout=subprocess.PIPE,
+                                            check=True).stdout.decode()
+                    assert ("htb" in qdiscs) == shaped, (host, device, qdiscs)
             raise RuntimeError("on purpose")
     assert not ours(net.switch.rsplit("-", 1)[0])
 

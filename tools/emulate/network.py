@@ -144,10 +144,6 @@ class Network:
         while self.created:
             run("ip", "netns", "del", self.created.pop(), check=False)
 
-    def command(self, host, command):
-        """command, run inside host's namespace."""
-        return ["ip", "netns", "exec", self.namespaces[host]] + list(command)
-
     def python_command(self, host, python, script, args):
         """`python script args` run inside host's namespace: python enters it first
         (enter.py), so that the command is still `python some.py ...`."""
