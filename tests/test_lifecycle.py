@@ -212,7 +212,8 @@ def test_a_connection_flood_on_the_ps_port_is_ridden_out():
                     % (needed, hard))
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
     cluster = LocalCluster(example("Hogwild/Hogwild.py"), workers=2, echo=False, args=[
-        "--train_steps", "3000", "--log_every", "100", "--timeout", TIMEOUT])
+        "--train_steps", "3000", "--log_every", "100", "--timeout", TIMEOUT,
+        "--step_delay", "0.005"])  # ≥ 7.5 s of training: worker 1 starts late under load
     flood = []
     try:
         for task in cluster.tasks:
