@@ -12,7 +12,7 @@ from helpers import ROOT, free_ports, has_parameter_servers, load_example, rejec
 import shared_helpers
 
 CLUSTER_SCRIPTS = [path for path in shared_helpers.example_scripts()
-                   if "def add_cluster_flags" in open(path).read()]
+                   if "def example_parser" in open(path).read()]
 DISTRIBUTED = [path for path in CLUSTER_SCRIPTS if has_parameter_servers(path)]
 # Scripts without a ps (PARAMETER_SERVERS = 0: all-reduce, gossip, AD-PSGD): a cluster of
 # workers only, and what that makes bad input; their own flags are in their tests.

@@ -25,7 +25,7 @@ import shared_helpers
 # Every example with a ps, present and future (AllReduce-SGD, which has none, pins its own
 # placement in test_allreduce.py).
 SCRIPTS = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
-           if "def add_cluster_flags" in open(path).read()
+           if "def example_parser" in open(path).read()
            and has_parameter_servers(path)]
 MULTI_GPU = "Multiple-GPUs-Single-Machine/dist_mult_gpu_sing_mach.py"
 SSGD = "Synchronous-SGD/ssgd.py"

@@ -11,7 +11,7 @@ from helpers import ROOT, load_example
 import shared_helpers
 
 DISTRIBUTED = [path for path in shared_helpers.example_scripts()
-               if "def add_cluster_flags" in open(path).read()]
+               if "def example_parser" in open(path).read()]
 FLAGS = ["--job_name", "--task_index", "--ps_hosts", "--worker_hosts", "--timeout",
          "--train_steps", "--batch_size", "--learning_rate", "--seed", "--log_every",
          "--checkpoint_every", "--step_delay", "--window", "--replicas_to_aggregate",

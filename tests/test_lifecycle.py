@@ -8,7 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import types
 
 import pytest
 
@@ -108,11 +110,13 @@ def test_a_frozen_worker_is_named_by_the_ps_and_the_run_ends():
         output(cluster)
 
 
-def test_a_frozen_ps_is_named_by_every_worker_within_the_timeout():
+@pytest.mark.parametrize("script", ["Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"])
+def test_a_frozen_ps_is_named_by_every_worker_within_the_timeout(script):
     """SIGSTOP the ps: its port still accepts connections, so only progress can tell. Every
     worker must say that the ps accepts connections but does not answer, and exit with the
-    retryable code within --timeout (and a few seconds to find out why), not wait forever."""
-    cluster = start("Hogwild/Hogwild.py", ["--train_steps", "100000"])
+    retryable code within --timeout (and a few seconds to find out why), not wait forever;
+    Synchronous-SGD's chief too, whose aggregation times out first (it once blamed a worker)."""
+    cluster = start(script, ["--train_steps", "100000"])
     try:
         assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
         cluster.kill("ps0", signal.SIGSTOP)
@@ -131,6 +135,41 @@ def test_a_frozen_ps_is_named_by_every_worker_within_the_timeout():
         assert re.search(r"lost the parameter server: ps0 \(\S+\) accepts connections but does "
                          r"not answer \(frozen or cut off\)", output(cluster, name)), output(cluster)
     assert took >= float(TIMEOUT), "a worker gave up before --timeout: %.1f s" % took
+
+
+def test_a_synchronous_chief_whose_aggregation_times_out_names_a_frozen_ps(monkeypatch, capsys):
+    """The deterministic half of the frozen-ps run above, whose chief gives up by whichever path
+    comes first: its aggregation, timed out on a ps that accepts connections (a bare listening
+    socket) but never answers, asks that ps from this task's server and names it."""
+    module = load_example("Synchronous-SGD/ssgd.py")
+    frozen, hosts = socket.socket(), ["localhost:%d" % port for port in free_ports(3)]
+    frozen.bind(("localhost", int(hosts[0].rpartition(":")[2])))
+    frozen.listen(16)
+    args = module.parse_flags(["--job_name", "worker", "--task_index", "0", "--timeout", "5",
+                               "--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:])])
+    server = module.tf.train.Server(module.tf.train.ClusterSpec(args.cluster), job_name="worker",
+                                    task_index=0, config=module.session_config(args))
+
+    class TimedOut:
+        def run(self, *_):
+            raise module.tf.errors.DeadlineExceededError(None, None, "Timed out waiting")
+
+    hook = object.__new__(module.SynchronousTrainingHook)
+    hook.args, hook.server, hook.who, hook.stopped = args, server, "worker0", threading.Event()
+    hook.global_step = hook.aggregate = "global_step"
+    hook.watchdog = types.SimpleNamespace(reached={0})
+
+    def exit_now(code):
+        raise SystemExit(code)
+    monkeypatch.setattr(module.os, "_exit", exit_now)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            hook.aggregate_until_the_last_step(TimedOut())
+    finally:
+        frozen.close()
+    assert exited.value.code == RETRYABLE
+    assert re.search(r"\[worker0\] error: the aggregation stopped: lost the parameter server: "
+                     r"ps0 \(\S+\) accepts connections but does not answer", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("case", ["a file", "under a file", "unwritable"])
@@ -322,19 +361,35 @@ def test_an_error_is_told_by_the_line_that_says_what_went_wrong():
         "is closed and has insufficient elements (requested 1, current size 0)"), raised.value
 
 
-@pytest.mark.parametrize("script, lost", [("Hogwild/Hogwild.py", "a ps was restarted"),
-                                          ("Gossip-SGD/Gossip-SGD.py",
-                                           "a peer worker was restarted or ended")])
-def test_an_aborted_session_names_a_ps_only_where_there_is_one(script, lost, monkeypatch,
+ABORTED = ("AbortedError", "Graph execution error:\n\nDetected at node 'x'\nNode: 'x'\nStep 7 "
+           "was aborted")
+RESTARTED = ("FailedPreconditionError", "From /job:worker/replica:0/task:1:\nAdditional GRPC "
+             "error information:\n{\"created\":\"@1796364283.33\",\"description\":\"Error "
+             "received from peer\",\"grpc_message\":\"RecvBuf expects a different device "
+             "incarnation: 1 vs. 2. Your worker job that contains the device (\"/job:worker/"
+             "replica:0/task:0/device:CPU:0\") was probably restarted.\",\"grpc_status\":9}")
+
+
+@pytest.mark.parametrize("script, error, said", [
+    ("Hogwild/Hogwild.py", ABORTED, "a ps was restarted under this worker's session, which "
+     "cannot be re-created here; start this worker again (Step 7 was aborted)"),
+    ("Gossip-SGD/Gossip-SGD.py", ABORTED, "a peer worker was restarted or ended under this "
+     "worker's session, which cannot be re-created without a ps; start this worker again (Step "
+     "7 was aborted)"),
+    ("AllReduce-SGD/AllReduce-SGD.py", RESTARTED, "worker0 (%s) was restarted or ended under "
+     "this worker's session, which cannot be re-created without a ps; start this worker again "
+     "(RecvBuf expects a different device incarnation: 1 vs. 2. Your worker job that contains "
+     "the device (\"/job:worker/replica:0/task:0/device:CPU:0\") was probably restarted.)")])
+def test_an_aborted_session_names_a_ps_only_where_there_is_one(script, error, said, monkeypatch,
                                                                  capsys):
     """A session that TensorFlow aborts (a remote task lost its state) ends the worker with the
     retryable code, blaming a ps where the cluster has one and a peer worker where it has none
-    (a CI run's Gossip worker once blamed "a ps")."""
+    (a CI run's Gossip worker once blamed "a ps"): the one that TensorFlow's message names as
+    restarted (AllReduce-SGD's survivor once ended with a FailedPreconditionError traceback)."""
     module = load_example(script)
 
     def aborted(*_):
-        raise module.tf.errors.AbortedError(None, None, "Graph execution error:\n\nDetected at "
-                                            "node 'x'\nNode: 'x'\nStep 7 was aborted")
+        raise getattr(module.tf.errors, error[0])(None, None, error[1])
     monkeypatch.setattr(module, "train", aborted)
     hosts = ["localhost:%d" % port for port in free_ports(3)]
     flags = ["--job_name", "worker", "--task_index", "1", "--timeout", TIMEOUT,
@@ -344,6 +399,27 @@ def test_an_aborted_session_names_a_ps_only_where_there_is_one(script, lost, mon
         spec = module.tf.train.ClusterSpec(module.parse_flags(flags).cluster)
         module.tf.train.Server(spec, job_name="ps", task_index=0)
     assert module.main(flags) == RETRYABLE
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "[worker1] error: %s under this worker's session, which cannot be re-created here; "
-        "start this worker again (Step 7 was aborted)" % lost)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "[worker1] error: " + (
+        said % hosts[1] if "%s" in said else said)
+
+
+@pytest.mark.parametrize("script", ["AllReduce-SGD/AllReduce-SGD.py", "Gossip-SGD/Gossip-SGD.py",
+                                    "AD-PSGD/AD-PSGD.py"])
+def test_a_peer_restarted_without_a_ps_is_named_by_the_survivor(script):
+    """Without a ps a restarted worker cannot rejoin its peers' sessions: the survivor ends with
+    the retryable code and one error line that names worker1, whether it saw it gone (port
+    closed, no answer) or back with a new incarnation (AllReduce-SGD's survivor once ended with
+    a FailedPreconditionError traceback, AD-PSGD's named "(=====)")."""
+    cluster = start(script, ["--train_steps", "1000000", "--timeout", "10"])
+    try:
+        assert cluster.wait_for_line("worker0", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        kill_and_restart(cluster, "worker1")
+        ended = cluster.wait_for(lambda: cluster.task("worker0").returncode is not None, 60)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert ended, output(cluster)
+    assert cluster.task("worker0").returncode == RETRYABLE, output(cluster)
+    errors = [line for line in cluster.task("worker0").lines if "] error: " in line]
+    assert len(errors) == 1, output(cluster)
+    assert re.search(r"worker1 \(%s\)" % re.escape(cluster.worker_hosts[1]), errors[0]), errors

@@ -56,8 +56,8 @@ def minibatches_of(module, args, count):
     with tf.Graph().as_default():
         net = module.Model(args)
         shard_images, shard_labels = module.shard(args, net.train_images, net.train_labels)
-        batch = module.worker_batches(shard_images, shard_labels, 0, 1, args.batch_size,
-                                      args.seed + args.task_index)
+        batch = module.worker_iterator(shard_images, shard_labels, 0, 1, args.batch_size,
+                                       args.seed + args.task_index).get_next()
         with tf.Session() as sess:
             drawn = [sess.run(batch) for _ in range(count)]
     return len(shard_labels), [(x.astype(np.float64), y) for x, y in drawn]

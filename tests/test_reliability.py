@@ -18,7 +18,7 @@ import shared_helpers
 SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN",
                "Local-SGD", "AllReduce-SGD"}
 EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
-            if "def add_cluster_flags" in open(path).read()]
+            if "def example_parser" in open(path).read()]
 # On TensorFlow 2.x (the tests marked tf2, see conftest.py) the matrix runs one example of each
 # family; the full matrix runs on TensorFlow 1.15.
 TF2_SUBSET = {"Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"}

@@ -47,10 +47,10 @@ def check_training_flags(parser, args):
         if not least <= getattr(args, name) <= most:
             parser.error("--%s must be an integer from %d to %d, got %d"
                          % (name, least, most, getattr(args, name)))
-    for name, most in (("learning_rate", float("inf")), ("step_delay", 3600.0),
-                       ("payload_mb", 4096.0)):
-        value = getattr(args, name)
-        if not (0 < value < most if name == "learning_rate" else 0 <= value <= most):
-            parser.error("--%s must be a finite number %s, got %g"
-                         % (name, "above 0" if name == "learning_rate" else
-                            "from 0 to %g" % most, value))
+    for name, most in (("learning_rate", float("inf")), ("timeout", 10.0 ** 6),
+                       ("step_delay", 3600.0), ("payload_mb", 4096.0)):
+        value, positive = getattr(args, name, 1.0), name in ("learning_rate", "timeout")
+        if not (0 < value < most if positive else 0 <= value <= most):
+            parser.error("--%s must be a finite number %s, got %g" % (
+                name, "above 0" + (" and below %g" % most if most < float("inf") else "")
+                if positive else "from 0 to %g" % most, value))

@@ -10,12 +10,6 @@ def uses_parameter_servers():
 def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
     """The cluster's flags, then training's, with these defaults; the lesson adds its own."""
     parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
-    add_cluster_flags(parser)
-    add_training_flags(parser, train_steps, learning_rate, batch_size)
-    return parser
-
-
-def add_cluster_flags(parser):
     cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
                                         "localhost:2224)" % ("one ps on localhost:2222"
                                                              if uses_parameter_servers()
@@ -30,6 +24,8 @@ def add_cluster_flags(parser):
                          help="seconds without progress after which a task gives up on a peer "
                               "(one that never came up, died, froze or is cut off), exiting "
                               "with the retryable code %d" % RETRYABLE_EXIT_CODE)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
 
 
 def parse_example_flags(parser, argv):
@@ -41,94 +37,84 @@ def parse_example_flags(parser, argv):
     return args
 
 
-def parse_host_list(parser, flag, text, needed=True):
+def cluster_from_flags(parser, args):
+    """({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags, or without them
+    from TF_CONFIG (Kubeflow's TFJob; under Slurm, Cluster-Engines/slurm gives the flags)."""
+    flags = {name: getattr(args, name) for name in ("job_name", "task_index", "ps_hosts",
+                                                     "worker_hosts")}
+    if all(value is None for value in flags.values()) and os.environ.get("TF_CONFIG"):
+        flags = cluster_from_tf_config(parser, os.environ["TF_CONFIG"])
+    elif flags["job_name"] is None or flags["task_index"] is None:  # who this is, said first
+        flags = dict(flags, job_name=args.job_name or "worker", task_index=args.task_index or 0)
+        print("[%s%d] no %s given: this task is %s %d" % (
+            flags["job_name"], flags["task_index"], " or ".join(
+                "--" + name for name in ("job_name", "task_index") if getattr(args, name) is None),
+            flags["job_name"], flags["task_index"]), flush=True)
+    job_name, task_index = flags["job_name"], flags["task_index"]
+    defaults = {"ps_hosts": "localhost:2222" if uses_parameter_servers() else "",
+                "worker_hosts": "localhost:2223,localhost:2224"}
+    cluster = {job: host_list(parser, job + " hosts", defaults[job + "_hosts"] if flags[
+        job + "_hosts"] is None else flags[job + "_hosts"]) for job in ("ps", "worker")}
+    for job in ["worker"] + (["ps"] if uses_parameter_servers() else []):
+        if not cluster[job]:
+            parser.error("%s hosts: at least one host:port is needed" % job)
+    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
+        parser.error("this example has no parameter server (the workers exchange among "
+                     "themselves): start workers only, without ps hosts")
+    if not 0 <= task_index < len(cluster[job_name]):
+        parser.error("task index %d is out of range: there are %d %s task(s)"
+                     % (task_index, len(cluster[job_name]), job_name))
+    hosts = cluster["ps"] + cluster["worker"]
+    if len(set(hosts)) < len(hosts):
+        parser.error("host:port used by more than one task: %s" % ", ".join(
+            sorted({host for host in hosts if hosts.count(host) > 1})))
+    port = int(cluster[job_name][task_index].rpartition(":")[2])
+    with socket.socket() as probe:
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("", port))
+        except OSError:
+            parser.error("port %d is already in use on this machine: stop what holds it or "
+                         "pick another port" % port)
+    return cluster, job_name, task_index
+
+
+def host_list(parser, what, text):
     hosts = [host.strip() for host in text.split(",")] if text else []
     for host in hosts:
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit() or not 0 < int(port) < 65536:
-            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
-    if not hosts and needed:
-        parser.error("%s: at least one host:port is needed" % flag)
+            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (what, host))
     return hosts
 
 
-def cluster_from_flags(parser, args):
-    """({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags, or without them
-    from TF_CONFIG (Kubeflow's TFJob; under Slurm, Cluster-Engines/slurm gives the flags)."""
-    if not 0 < args.timeout < 10 ** 6:
-        parser.error("--timeout must be a number of seconds above 0 and below 10^6, got %g"
-                     % args.timeout)
-    flags_given = any(getattr(args, name) is not None
-                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
-    if not flags_given and os.environ.get("TF_CONFIG"):
-        ps_hosts, worker_hosts, job_name, task_index = cluster_from_tf_config(
-            parser, os.environ["TF_CONFIG"])
-    else:
-        def given(value, default):
-            return default if value is None else value
-        ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
-        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
-        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
-        if args.job_name is None or args.task_index is None:  # who this is, said first
-            print("[%s%d] no %s given: this task is %s %d" % (
-                job_name, task_index, " or ".join(flag for flag, value in (
-                    ("--job_name", args.job_name), ("--task_index", args.task_index))
-                    if value is None), job_name, task_index), flush=True)
-    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
-               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
-    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
-        parser.error("this example has no parameter server (the workers exchange among "
-                     "themselves): start workers only, without ps hosts")
-    if job_name not in cluster:
-        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
-    if not 0 <= task_index < len(cluster[job_name]):
-        parser.error("task index %d is out of range: there are %d %s task(s)"
-                     % (task_index, len(cluster[job_name]), job_name))
-    every_host = cluster["ps"] + cluster["worker"]
-    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
-    if duplicates:
-        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
-    port = int(cluster[job_name][task_index].rpartition(":")[2])
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("", port))
-    except OSError:
-        parser.error("port %d is already in use on this machine: stop what holds it or pick "
-                     "another port" % port)
-    finally:
-        probe.close()
-    return cluster, job_name, task_index
-
-
 def cluster_from_tf_config(parser, text):
-    """(ps hosts, worker hosts, job, index) from TF_CONFIG as Kubeflow's TFJob writes it; worker 0
-    is the chief and every worker evaluates, so chief, master and evaluator roles are refused."""
+    """The flags from TF_CONFIG as Kubeflow's TFJob writes it; worker 0 is the chief and every
+    worker evaluates, so chief, master and evaluator roles are refused, saying what to do."""
     try:
         tf_config = json.loads(text)
         if isinstance(tf_config, dict) and "sparseCluster" in tf_config:
             parser.error("TF_CONFIG has a sparseCluster (a TFJob with enableDynamicWorker): every "
                          "task needs the whole cluster here, so leave enableDynamicWorker off")
         cluster, task = tf_config["cluster"], tf_config["task"]
-        job_name, roles = str(task["type"]), set(cluster)
-        for role in ("chief", "master"):
-            if role in roles | {job_name}:
-                parser.error("TF_CONFIG: a '%s' job is not used here: worker 0 is the chief, so "
-                             "declare it as one more worker (in a TFJob: no %s replica, Worker "
-                             "replicas + 1)" % (role, role.capitalize()))
-        if "evaluator" in roles | {job_name}:
+        roles = set(cluster) | {str(task["type"])}
+        for role in sorted(roles & {"chief", "master"}):
+            parser.error("TF_CONFIG: a '%s' job is not used here: worker 0 is the chief, so "
+                         "declare it as one more worker (in a TFJob: no %s replica, Worker "
+                         "replicas + 1)" % (role, role.capitalize()))
+        if "evaluator" in roles:
             parser.error("unknown job name 'evaluator' in TF_CONFIG: every worker evaluates the "
                          "test set itself, so drop the TFJob's Evaluator replica")
         if roles - {"ps", "worker"}:
             parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
                          "chief), got %s" % sorted(roles))
-        ps_hosts, worker_hosts = ",".join(cluster.get("ps", [])), ",".join(cluster["worker"])
-        task_index = int(task["index"])
+        return {"job_name": str(task["type"]), "task_index": int(task["index"]),
+                "ps_hosts": ",".join(cluster.get("ps", [])),
+                "worker_hosts": ",".join(cluster["worker"])}
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
                      "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
                      % (type(error).__name__, error))
-    return ps_hosts, worker_hosts, job_name, task_index
 
 
 def is_chief(args):

@@ -107,6 +107,9 @@ def error_line(error):
     if lines and lines[0].startswith("Graph execution error"):
         after_node = [i + 1 for i, line in enumerate(lines) if line.startswith("Node: ")]
         lines = lines[after_node[-1] if after_node else 1:]
+    remote = error.message.partition('"grpc_message":"')[2].rpartition('","grpc_status"')[0]
+    lines = [remote] if remote else [line for line in lines if not line.startswith((
+        "From /job:", "Additional GRPC error information"))]  # (a peer's error, relayed)
     return lines[0] if lines else type(error).__name__
 
 

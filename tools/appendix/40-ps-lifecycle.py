@@ -116,3 +116,15 @@ def run_already_complete(args):
             "global_step") >= args.train_steps
     except (tf.errors.OpError, ValueError):
         return False
+
+
+def theta_on_the_ps(args, server, uninitialized=None):
+    """Whether the ps already holds an initialized θ, saying so if it does."""
+    if uninitialized is None:
+        uninitialized = tf.report_uninitialized_variables(tf.global_variables())
+    with tf.Session(server.target, config=session_config(args)) as probe:
+        if len(probe.run(uninitialized)):
+            return False
+        print("[worker0] θ is live on the ps at global step %d: joining it (nothing is "
+              "initialized or restored)" % probe.run(tf.train.get_global_step()), flush=True)
+    return True

@@ -6,11 +6,6 @@ def worker_iterator(images, labels, worker, workers, batch_size, seed):
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
-def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's next minibatch (images, labels): see worker_iterator."""
-    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
-
-
 class Model:
     """Your load_data() and model(), as the algorithms use them: θ is the list of variables
     model() makes; model() is called again with θ's values (tensors) in their place."""
@@ -74,81 +69,74 @@ class Model:
 
 
 def check_model_and_data(args, who, workers):
-    """Whether load_data() and model() can train, said by every task before any
+    """Whether load_data() and model() can train, said by every task in one line before any
     server starts: the data, the model's build, logits and gradients, a --log_dir checkpoint."""
-    def bad(problem, advice):
-        print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
-        return False
+    problem = model_and_data_problem(args, workers)
+    if problem:
+        print("[%s] error: %s" % (who, problem), file=sys.stderr, flush=True)
+    return not problem
 
+
+def model_and_data_problem(args, workers):
     with tf.Graph().as_default():
         try:
             net = Model(args)
         except Exception as error:  # (the user's load_data: any error, said in one line)
-            return bad("load_data() failed (%s: %s)" % (type(error).__name__, error),
-                       "fix load_data in the script")
-        train, test = net.train_images, net.test_images
-        if len(train) < workers or len(test) == 0 or len(train) != len(net.train_labels) or (
-                len(test) != len(net.test_labels)):
-            return bad("load_data() gave %d training examples (%d labels) for %d workers and "
-                       "%d test examples (%d labels)" % (len(train), len(net.train_labels),
-                                                         workers, len(test),
-                                                         len(net.test_labels)),
-                       "every worker needs a shard and every image a label")
-        if train.shape[1:] != test.shape[1:] or min(net.train_labels.min(),
-                                                     net.test_labels.min()) < 0:
-            return bad("training images of shape %s, test images of shape %s, smallest label "
-                       "%d" % (train.shape[1:], test.shape[1:],
-                               min(net.train_labels.min(), net.test_labels.min())),
-                       "images must have one shape and labels be 0 ... classes - 1")
+            return "load_data() failed (%s: %s): fix load_data in the script" % (
+                type(error).__name__, error)
+        train, test, labels = net.train_images, net.test_images, (net.train_labels,
+                                                                  net.test_labels)
+        if not workers <= len(train) == len(labels[0]) or not 0 < len(test) == len(labels[1]):
+            return ("load_data() gave %d training examples (%d labels) for %d workers and %d "
+                    "test examples (%d labels): every worker needs a shard and every image a "
+                    "label" % (len(train), len(labels[0]), workers, len(test), len(labels[1])))
+        if train.shape[1:] != test.shape[1:] or min(labels[0].min(), labels[1].min()) < 0:
+            return ("training images of shape %s, test images of shape %s, smallest label %d: "
+                    "images must have one shape and labels be 0 ... classes - 1" % (
+                        train.shape[1:], test.shape[1:], min(labels[0].min(), labels[1].min())))
         try:
             theta = net.parameters()
-            loss = net.loss(theta, train[:8], net.train_labels[:8])
+            loss = net.loss(theta, train[:8], labels[0][:8])
             width = net.logits(theta, train[:8]).shape[-1]
         except Exception as error:
-            return bad("model(images of shape %s, %d classes) failed (%s: %s)"
-                       % ((None,) + train.shape[1:], net.classes, type(error).__name__,
-                          str(error).splitlines()[0] if str(error) else ""),
-                       "fix model in the script")
+            return "model(images of shape %s, %d classes) failed (%s: %s): fix model in the " \
+                   "script" % ((None,) + train.shape[1:], net.classes, type(error).__name__,
+                               str(error).splitlines()[0] if str(error) else "")
         others = sorted({v.op.name for v in tf.global_variables()} - {v.op.name for v in theta})
         if others or tf.get_collection(tf.GraphKeys.UPDATE_OPS):
-            return bad("model() makes state that is not a trained parameter (%s)"
-                       % ", ".join(others or ["update ops"]),
-                       "use trainable variables only (no batch normalization's moving averages)")
+            return ("model() makes state that is not a trained parameter (%s): use trainable "
+                    "variables only (no batch normalization's moving averages)"
+                    % ", ".join(others or ["update ops"]))
         if width != net.classes:
-            return bad("model() returns %s logits per image for %d classes (labels 0 ... %d)"
-                       % (width, net.classes, net.classes - 1),
-                       "its last layer must have `classes` units")
-        gradients = tf.gradients(loss, theta)
-        no_gradient = [v.op.name for v, g in zip(theta, gradients) if g is None]
+            return ("model() returns %s logits per image for %d classes (labels 0 ... %d): its "
+                    "last layer must have `classes` units" % (width, net.classes,
+                                                              net.classes - 1))
+        no_gradient = [v.op.name for v, g in zip(theta, tf.gradients(loss, theta)) if g is None]
         if no_gradient:
-            return bad("model() makes variables that get no gradient: %s"
-                       % ", ".join(no_gradient),
-                       "use every variable in the logits, or do not make it")
+            return ("model() makes variables that get no gradient: %s: use every variable in "
+                    "the logits, or do not make it" % ", ".join(no_gradient))
         with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
                                               inter_op_parallelism_threads=1)) as sess:
             sess.run(tf.global_variables_initializer())
             if not np.isfinite(sess.run(loss)):
-                return bad("the loss of model() at its initial θ is not finite",
-                           "check load_data's values and model's initial values")
-        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints and
-            needed = (4 * sum(v.shape.num_elements() * 4 for v in theta)  # the graph, whose
-                      + 5 * train.nbytes + 2 ** 20)  # input pipeline holds the data
-            stat = os.statvfs(args.log_dir)
-            if stat.f_bavail * stat.f_frsize < needed:
-                return bad("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB"
-                           % (args.log_dir, stat.f_bavail * stat.f_frsize // 1024,
-                              needed // 1024), "free some space or name another directory")
+                return ("the loss of model() at its initial θ is not finite: check load_data's "
+                        "values and model's initial values")
+        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints, and the
+            needed = 16 * sum(v.shape.num_elements() for v in theta) + 5 * train.nbytes + 2 ** 20
+            free = os.statvfs(args.log_dir).f_bavail * os.statvfs(args.log_dir).f_frsize
+            if free < needed:  # graph, whose input pipeline holds the data
+                return ("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB: "
+                        "free some space or name another directory"
+                        % (args.log_dir, free // 1024, needed // 1024))
         checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
-        if checkpoint:
-            try:
-                saved = tf.train.NewCheckpointReader(checkpoint).get_variable_to_shape_map()
-            except (tf.errors.OpError, ValueError):
-                return True  # (a damaged checkpoint: the chief skips it, saying so)
-            differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
-                                                 saved.get(v.op.name, "none"))
-                      for v in theta if saved.get(v.op.name) != v.shape.as_list()]
-            if differ:
-                return bad("--log_dir %s holds a checkpoint of another model: %s"
-                           % (args.log_dir, "; ".join(differ)),
-                           "give this model its own --log_dir")
-    return True
+        try:
+            saved = checkpoint and tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+        except (tf.errors.OpError, ValueError):
+            saved = None  # (a damaged checkpoint: the chief skips it, saying so)
+        differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
+                                             saved.get(v.op.name, "none"))
+                  for v in theta if saved and saved.get(v.op.name) != v.shape.as_list()]
+        if differ:
+            return ("--log_dir %s holds a checkpoint of another model: %s: give this model its "
+                    "own --log_dir" % (args.log_dir, "; ".join(differ)))
+    return None

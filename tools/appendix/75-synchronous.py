@@ -82,8 +82,8 @@ class SynchronousTrainingHook(tf.train.SessionRunHook):
         except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError):
             return  # the ps was lost: the re-created session starts a new aggregation
         except tf.errors.OpError as error:
-            self.fail("the aggregation stopped: %s (%s)"
-                      % (why_stuck(self.args), error_line(error)))
+            self.fail("the aggregation stopped: %s (%s)" % (why_stuck(
+                self.args, self.watchdog.reached, self.server), error_line(error)))
 
     def watch_peers(self):
         """A lost chief, or more lost workers than backups, blocks every update: wait half of

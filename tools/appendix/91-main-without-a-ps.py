@@ -24,20 +24,20 @@ def main(argv=None):
         code = train(args, server, watchdog)
         finish_among_workers(args, server, watchdog)
         return code
-    except tf.errors.AbortedError as error:
-        print("[%s] error: a peer worker was restarted or ended under this worker's session, "
-              "which cannot be re-created here; start this worker again (%s)"
-              % (who, error_line(error)), file=sys.stderr)
-        return RETRYABLE_EXIT_CODE
-    except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
-            tf.errors.FailedPreconditionError) as error:
-        if not args.log_dir or args.log_dir not in error.message:
+    except (tf.errors.AbortedError, tf.errors.FailedPreconditionError,
+            tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError) as error:
+        if args.log_dir and args.log_dir in error.message:
+            print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
+                  "permissions, then start this worker again" % (who, args.log_dir,
+                                                                 error_line(error)),
+                  file=sys.stderr)
+            return 1
+        if isinstance(error, (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError)):
             raise
-        print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
-              "permissions, then start this worker again" % (who, args.log_dir,
-                                                             error_line(error)),
-              file=sys.stderr)
-        return 1
+        print("[%s] error: %s was restarted or ended under this worker's session, which cannot "
+              "be re-created without a ps; start this worker again (%s)"
+              % (who, restarted_peer(args, error), error_line(error)), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error_line(error)), file=sys.stderr)
@@ -46,8 +46,17 @@ def main(argv=None):
         watchdog.stop()
 
 
+def restarted_peer(args, error):
+    """The other worker a TensorFlow error names ("... task:1 ... was probably restarted")."""
+    tasks = [text[:len(text) - len(text.lstrip("0123456789"))]
+             for text in error.message.split("/job:worker/replica:0/task:")[1:]]
+    named = {int(task) for task in tasks if task} - {args.task_index}
+    return describe(args.cluster, "worker", sorted(named)) if named else "a peer worker"
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
         sys.exit(130)
+
