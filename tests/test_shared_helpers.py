@@ -37,6 +37,14 @@ def test_every_block_is_used_by_some_example():
     assert shared_helpers.unused_blocks() == []
 
 
+def test_every_block_is_explained_once_in_docs_appendix():
+    with open(os.path.join(ROOT, "docs", "appendix.md")) as docs:
+        sections = re.findall(r"^## (.+)$", docs.read(), re.M)
+    titles = [block.title for block in shared_helpers.blocks()]
+    assert sorted(set(titles) - set(sections)) == []
+    assert sorted(title for title in set(titles) if sections.count(title) > 1) == []
+
+
 @pytest.mark.parametrize("slip, expected", [
     (lambda s: s.replace("    return min(max(args.timeout / 5.0, 0.2), 5.0)",
                          "    return min(max(args.timeout / 4.0, 0.2), 5.0)"),
