@@ -11,8 +11,9 @@ HOGWILD = "Hogwild/Hogwild.py"
 
 
 def test_a_loss_that_is_not_finite_stops_the_worker_in_one_line_and_nothing_exits_0():
+    # (a --timeout of 15 s: under load a worker may take 5 s to start)
     cluster = LocalCluster(example(HOGWILD), workers=1, echo=False, args=[
-        "--learning_rate", "1e30", "--train_steps", "500", "--timeout", "5"])
+        "--learning_rate", "1e30", "--train_steps", "500", "--timeout", "15"])
     try:
         cluster.start()
         assert cluster.wait(60, stop_on_failure=False), output(cluster)
