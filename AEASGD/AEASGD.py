@@ -442,7 +442,7 @@ class Watchdog:
         # thread with the process id (Python 3.8+ could ask threading.get_native_id()).
         self.trainer = "/proc/self/task/%d/schedstat" % os.getpid()
         self.progress_made = True
-        self.reached = set()  # ps tasks that accepted a connection at least once
+        self.reached = {"ps": set(), "worker": set()}  # tasks whose port took a connection
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
         self.heartbeat = threading.Thread(target=self._heartbeat, daemon=True)
@@ -466,11 +466,17 @@ class Watchdog:
             return 0.0
 
     def _watch(self):
-        parameter_servers = set(range(len(self.args.cluster["ps"])))
-        waited, then, busy_then = 0.0, time.monotonic(), self.busy()
+        everyone = {job: set(range(len(hosts))) for job, hosts in self.args.cluster.items()}
+        waited, then, busy_then, said = 0.0, time.monotonic(), self.busy(), False
         while not self.stopped.wait(0.5):
-            if self.reached != parameter_servers:  # (only to tell "never came up" apart)
-                self.reached |= parameter_servers - set(unreachable(self.args.cluster, "ps"))
+            for job in everyone:  # (only to tell "never came up" apart, until all were seen)
+                if self.reached[job] != everyone[job]:
+                    self.reached[job] |= everyone[job] - set(unreachable(self.args.cluster, job))
+            late = sorted(everyone["worker"] - self.reached["worker"])
+            if waited > 5.0 and late and not said and not self.args.cluster["ps"]:
+                print("[%s] waiting for %s to come up" % (
+                    self.who, describe(self.args.cluster, "worker", late)), flush=True)
+                said = True  # (with a ps, the ps and the chief are the ones waited for)
             now, busy_now = time.monotonic(), self.busy()
             waited = 0.0 if self.progress_made else waited + max(
                 0.0, (now - then) - (busy_now - busy_then))
@@ -508,6 +514,10 @@ def heartbeat_interval(args):
 
 def why_stuck(args, reached=None, server=None):
     """Which task is silent, and whether it never came up or stopped answering."""
+    if getattr(args, "waiting_for_the_chief", False):  # (the ps may have given up on it too)
+        return "the chief, %s, %s" % (describe(args.cluster, "worker", [0]), (
+            "never came up (nothing listens on its port)" if 0 in unreachable(
+                args.cluster, "worker") else "has not made θ ready"))
     down = unreachable(args.cluster, "ps")
     if down:  # a port that refused one connection may be busy: it is down if it refuses twice
         time.sleep(0.5)
@@ -516,7 +526,7 @@ def why_stuck(args, reached=None, server=None):
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
                        "stopped answering (its port takes no connection)"
-                       if reached is None or index in reached
+                       if reached is None or index in reached["ps"]
                        else "never came up (nothing listens on its port)") for index in down)
     frozen = [index for index in range(len(args.cluster["ps"]))
               if server is not None and not answers(args, server, index)]
@@ -525,7 +535,10 @@ def why_stuck(args, reached=None, server=None):
                 "or cut off)" % describe(args.cluster, "ps", frozen))
     silent = unreachable(args.cluster, "worker")
     if silent:
-        return "not answering: %s" % describe(args.cluster, "worker", silent)
+        return "not answering: %s" % "; ".join("%s%s" % (
+            describe(args.cluster, "worker", [index]), " never came up (nothing listens on its "
+            "port)" if reached is not None and index not in reached["worker"] else "")
+            for index in silent)
     if not args.cluster["ps"]:
         return ("every worker accepts connections, so one that this one waits for (in a "
                 "collective op or an exchange with a peer) is frozen or cut off")
@@ -692,12 +705,14 @@ def wait_until_chief_is_ready(args, server):
         dequeue = ready_queue().dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
             waiting.start()
+            args.waiting_for_the_chief = True  # (why_stuck names the chief meanwhile)
             try:
                 sess.run(dequeue)
             except tf.errors.OutOfRangeError:
                 pass
             finally:
                 waiting.cancel()
+            args.waiting_for_the_chief = False  # (still true for the message of a timeout)
 
 
 def run_already_complete(args):

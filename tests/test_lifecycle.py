@@ -157,7 +157,7 @@ def test_a_synchronous_chief_whose_aggregation_times_out_names_a_frozen_ps(monke
     hook = object.__new__(module.SynchronousTrainingHook)
     hook.args, hook.server, hook.who, hook.stopped = args, server, "worker0", threading.Event()
     hook.global_step = hook.aggregate = "global_step"
-    hook.watchdog = types.SimpleNamespace(reached={0})
+    hook.watchdog = types.SimpleNamespace(reached={"ps": {0}, "worker": {0, 1}})
 
     def exit_now(code):
         raise SystemExit(code)

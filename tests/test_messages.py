@@ -2,6 +2,8 @@
 for a progress line, an identity taken by default, a wait for a peer, a ps restarted after the
 run ended. Each message names the task at fault and what to do; no path ends in exit code 0
 where training went wrong."""
+import re
+
 import pytest
 
 from helpers import (LocalCluster, example, free_ports, load_example, output, run_cluster,
@@ -140,3 +142,43 @@ def test_a_disk_that_fills_during_the_run_ends_the_chief_in_one_line(small_disk)
     errors = [line for line in cluster.task("worker0").lines if "error:" in line]
     assert len(errors) == 1 and "--log_dir %s cannot take a checkpoint" % log_dir in errors[0], (
         worker)
+
+
+@pytest.mark.parametrize("script", [HOGWILD, "Synchronous-SGD/ssgd.py"])
+def test_a_chief_that_never_comes_up_is_named_by_the_worker_that_waits_for_it(script):
+    """ps0 and worker1 started, worker0 never: the ps names worker0, and so does worker1 (it
+    once blamed the ps, which had already given up on the chief and exited)."""
+    cluster = LocalCluster(example(script), workers=2, echo=False, args=["--timeout", "6"])
+    try:
+        cluster.start(["ps0", "worker1"])
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    chief = re.escape(cluster.worker_hosts[0])
+    assert cluster.task("ps0").returncode == 1, output(cluster)
+    assert re.search(r"\[ps0\] error: worker0 \(%s\) never came up" % chief,
+                     output(cluster, "ps0")), output(cluster)
+    assert cluster.task("worker1").returncode == 138, output(cluster)
+    errors = [line for line in cluster.task("worker1").lines if "] error: " in line]
+    assert len(errors) == 1 and re.search(r"the chief, worker0 \(%s\), never came up" % chief,
+                                          errors[0]), output(cluster)
+
+
+@pytest.mark.parametrize("script", ["AllReduce-SGD/AllReduce-SGD.py", "Gossip-SGD/Gossip-SGD.py"])
+def test_a_worker_without_a_ps_says_which_peer_it_waits_for_and_that_it_never_came_up(script):
+    """worker1 never started: worker0 says within seconds that it waits for worker1 (it said
+    nothing for the whole --timeout), then ends with 138 saying worker1 never came up."""
+    cluster = LocalCluster(example(script), workers=2, echo=False, args=["--timeout", "8"])
+    try:
+        cluster.start(["worker0"])
+        assert cluster.wait(60, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    peer = re.escape(cluster.worker_hosts[1])
+    lines = cluster.task("worker0").lines
+    assert cluster.task("worker0").returncode == 138, output(cluster)
+    waiting = [i for i, line in enumerate(lines)
+               if re.search(r"\] waiting for worker1 \(%s\) to come up" % peer, line)]
+    errors = [i for i, line in enumerate(lines) if "] error: " in line]
+    assert len(waiting) == 1 and len(errors) == 1 and waiting[0] < errors[0], output(cluster)
+    assert re.search(r"worker1 \(%s\) never came up" % peer, lines[errors[0]]), output(cluster)

@@ -100,12 +100,14 @@ def wait_until_chief_is_ready(args, server):
         dequeue = ready_queue().dequeue()
         with tf.Session(server.target, config=session_config(args)) as sess:
             waiting.start()
+            args.waiting_for_the_chief = True  # (why_stuck names the chief meanwhile)
             try:
                 sess.run(dequeue)
             except tf.errors.OutOfRangeError:
                 pass
             finally:
                 waiting.cancel()
+            args.waiting_for_the_chief = False  # (still true for the message of a timeout)
 
 
 def run_already_complete(args):
