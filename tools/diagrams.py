@@ -242,7 +242,7 @@ SHOWN_IN = {
     "diagrams/staleness.png": ["DynSGD", "Staleness-Aware-SGD"],
     "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates"],
     "diagrams/synchronous-rounds.png": ["SAGN", "Local-SGD"],
-    "diagrams/all-reduce.png": ["AllReduce-SGD"],
+    "diagrams/all-reduce.png": ["AllReduce-SGD", "Pipe-SGD"],
     "diagrams/decentralized.png": ["Gossip-SGD", "AD-PSGD"]}
 
 

@@ -115,6 +115,10 @@ ALGORITHMS = [
     Algorithm("AllReduce-SGD", "AllReduce-SGD/AllReduce-SGD.py", "synchronous",
               minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
               jin="synchronous all-reduce"),
+    # AllReduce-SGD pipelined: each update applies the mean gradient of the step before.
+    Algorithm("Pipe-SGD", "Pipe-SGD/Pipe-SGD.py", "synchronous",
+              minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
+              jin="synchronous all-reduce"),
     # Every worker makes --train_steps local steps (a minibatch each), averaging with a peer
     # every T: a global step is M minibatches, as in AllReduce-SGD; no backup workers.
     Algorithm("Gossip-SGD", "Gossip-SGD/Gossip-SGD.py", "synchronous",
