@@ -141,6 +141,9 @@ ALGORITHMS = [
     Algorithm("DynSGD", "DynSGD/DynSGD.py", "asynchronous", jin="asynchronous ps"),
     Algorithm("Staleness-Aware-SGD", "Staleness-Aware-SGD/Staleness-Aware-SGD.py",
               "asynchronous", jin="asynchronous ps"),
+    # Hogwild's updates, variance-reduced; a global step is one update, as in Hogwild (each
+    # epoch's full gradient comes on top: about one pass over the training set per epoch).
+    Algorithm("Async-SVRG", "Async-SVRG/Async-SVRG.py", "asynchronous", jin="asynchronous ps"),
 ]
 BY_NAME = {algorithm.name: algorithm for algorithm in ALGORITHMS}
 NOT_COMPARED = {"Basics-Tutorial", "Multiple-GPUs-Single-Machine"}  # no new algorithm there
