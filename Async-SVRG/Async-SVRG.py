@@ -113,17 +113,18 @@ def build_graph(args):
                 contribute = lock.execute(lambda: tf.group(
                     tf.scatter_update(shard_gradients, [shard], [arrived]),
                     tf.scatter_update(shard_epochs, [shard], [epoch])))
-        # Async-SVRG: this worker's θ̃ and μ for the epoch, pulled once per epoch: local
-        # variables (not saved, not shared).
+        # Async-SVRG: this worker's θ̃ and μ for the epoch, pulled once per epoch and by every
+        # new (or re-created) session: local variables (not saved, not shared).
         local_options = {"collections": [tf.GraphKeys.LOCAL_VARIABLES], "trainable": False}
         with tf.device(worker_device):
             snapshot_here = net.parameters("snapshot_here", **local_options)
             mu_here = tf.Variable(tf.zeros([size]), name="mu_here", **local_options)
             epoch_here = tf.Variable(-1, dtype=tf.int64, name="epoch_here", **local_options)
+        complete = tf.reduce_all(tf.equal(shard_epoch, epoch))  # every part of θ̃'s epoch?
         pull = tf.group([v.assign(t) for v, t in zip(snapshot_here, unpack(theta_tilde, params))]
-                        + [mu_here.assign(mu), epoch_here.assign(epoch)])
-        with tf.control_dependencies([pull]):  # (whether every part was of θ̃'s epoch)
-            pulled = tf.reduce_all(tf.equal(shard_epoch, epoch))
+                        + [mu_here.assign(mu), epoch_here.assign(tf.where(complete, epoch, -1))])
+        with tf.control_dependencies([pull]):
+            pulled = tf.identity(complete)
 
         images, labels = worker_batches(net.train_images, net.train_labels, args.task_index,
                                         workers, args.batch_size, args.seed)
@@ -145,7 +146,8 @@ def build_graph(args):
                 corrected=corrected, images=images, labels=labels, new_epoch=new_epoch,
                 shard=shard, contribute=contribute, epochs=(epoch, shard_epoch), pulled=pulled,
                 snapshot=snapshot, snapshot_here=snapshot_here, mu_here=mu_here,
-                epoch_here=epoch_here.read_value(), test_accuracy=test_accuracy)
+                epoch_here=epoch_here.read_value(), local_init_op=pull,
+                test_accuracy=test_accuracy)
 
 
 def copy_under_the_lock(variable):
@@ -178,8 +180,9 @@ def start_epoch(args, sess, graph, wait):
 def train(args, server, watchdog):
     graph = build_graph(args)
     wait, epochs, taken_over = min(args.timeout / 4.0, 5.0), 0, []
-    with training_session(args, server, graph, watchdog) as (sess, loop):
-        epoch_here = sess.run(graph["epoch_here"])  # -1 in a new (or re-created) session
+    scaffold = tf.train.Scaffold(local_init_op=graph["local_init_op"])
+    with training_session(args, server, graph, watchdog, scaffold=scaffold) as (sess, loop):
+        epoch_here = sess.run(graph["epoch_here"])
         while loop.running():
             if loop.global_step // args.epoch_steps > epoch_here:  # Async-SVRG: a new epoch
                 taken_over += start_epoch(args, sess, graph, wait)

@@ -5,7 +5,7 @@ step does not wait for its own gradient's all-reduce: step t all-reduces the gra
 workers computed at step t − 1 while it computes its own at θₜ, then applies the mean it got. So
 every update applies a gradient exactly one step stale (the pipeline's width is 2):
 
-    θₜ₊₁ = θₜ − η·(1/M)·Σⱼ gⱼ(θₜ₋₁)        (on every worker, every step; the replicas stay identical)
+    θₜ₊₁ = θₜ − η·(1/M)·Σⱼ gⱼ(θₜ₋₁)        (every worker, every step; the replicas stay identical)
 
 Nothing is in flight before the first step, so step 0 applies nothing (θ₁ = θ₀) and the pipeline
 is full from step 1 on, as in the paper's pipeline, whose first iteration has no reduced gradient

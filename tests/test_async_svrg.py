@@ -99,9 +99,14 @@ def test_snapshot_full_gradient_and_every_corrected_update_are_exact():
     epoch, tags = other.session.run(other.built["epochs"])
     assert epoch == 0 and list(tags) == [0, -1]
     assert not chief.session.run(chief.built["pulled"])  # worker 1's part is missing
+    # A session made now (worker 1's first, or one re-created) pulls an incomplete μ, and knows:
+    # its epoch stays -1, so that it gives its part before it steps.
+    other.session.run(other.local_init)
+    assert other.session.run(other.built["epoch_here"]) == -1
     other.session.run(other.built["contribute"])
     for worker in (chief, other):
         assert worker.session.run(worker.built["pulled"])
+        assert worker.session.run(worker.built["epoch_here"]) == 0
         assert_close(worker.session.run(worker.built["snapshot_here"]), initial)
         np.testing.assert_allclose(worker.session.run(worker.built["mu_here"]),
                                    flat(full_gradient(initial, images, labels)),
