@@ -73,7 +73,8 @@ def build_graph(args):
         loss = net.loss(params, images, labels)
         # Pipe-SGD: two things at once, neither waiting for the other: the all-reduce of the
         # gradient of step t − 1 (communication) and the gradient g(θₜ) of this step (compute).
-        mean_stale_gradient = all_reduce(in_flight.read_value(), workers, MEAN_STALE_GRADIENT)
+        mean_stale_gradient = all_reduce(in_flight.read_value(), workers, MEAN_STALE_GRADIENT,
+                                         final_op="Div")
         gradient = pack(tf.gradients(loss, params))
         # Pipe-SGD: once both are done, g(θₜ) goes in flight for the next step ...
         with tf.control_dependencies([mean_stale_gradient]):
@@ -91,10 +92,10 @@ def build_graph(args):
             "broadcast": broadcast, "test_accuracy": test_accuracy}
 
 
-def all_reduce(value, workers, instance, final_op="Div"):
-    """(1/M)·Σ over the workers of the tensor each one holds (final_op "Div"), or the sum
-    ("Id"), in one collective op; every worker gets the result. A worker alone holds it
-    already (TF 1.x's op needs a group of two or more)."""
+def all_reduce(value, workers, instance, final_op):
+    """Σ over the workers of the tensor each one holds (final_op "Id"), or that sum / M ("Div"),
+    in one collective op; every worker gets the result. A worker alone holds it already (TF
+    1.x's op needs a group of two or more)."""
     if workers == 1:
         return value
     return collective_ops.all_reduce(value, workers, ALL_WORKERS, instance, merge_op="Add",
