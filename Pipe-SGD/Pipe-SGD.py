@@ -7,9 +7,9 @@ every update applies a gradient exactly one step stale (the pipeline's width is 
 
     θₜ₊₁ = θₜ − η·(1/M)·Σⱼ gⱼ(θₜ₋₁)        (every worker, every step; the replicas stay identical)
 
-Nothing is in flight before the first step, so step 0 applies nothing (θ₁ = θ₀) and the pipeline
-is full from step 1 on, as in the paper's pipeline, whose first iteration has no reduced gradient
-to apply yet; the gradient of the last step is computed and never applied. Li, Yu, Li,
+Nothing is in flight before the first step, so step 0 applies nothing (θ₁ = θ₀): as in the
+paper's pipeline, an iteration applies the reduced gradient of the one before, and the first has
+none yet. The gradient of the last step is computed and never applied. Li, Yu, Li,
 Avestimehr, Kim and Schwing, "Pipe-SGD: A Decentralized Pipelined SGD Framework for Distributed
 Deep Net Training", NeurIPS 2018 (arXiv:1811.03619). Its lossy compression of the all-reduce
 (truncation, quantization) is not part of this example.
