@@ -19,7 +19,8 @@ EXAMPLES = ["Non-Distributed_Setup.py", "Distributed-Setup/dist_setup.py",
             "Local-SGD/Local-SGD.py", "DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py",
             "AGN/AGN.py", "AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py", "DynSGD/DynSGD.py",
             "Staleness-Aware-SGD/Staleness-Aware-SGD.py", "AllReduce-SGD/AllReduce-SGD.py",
-            "Gossip-SGD/Gossip-SGD.py", "AD-PSGD/AD-PSGD.py"]
+            "Gossip-SGD/Gossip-SGD.py", "AD-PSGD/AD-PSGD.py", "Pipe-SGD/Pipe-SGD.py",
+            "Async-SVRG/Async-SVRG.py"]
 
 CNN = '''def model(images, classes):
     """A small convolutional network on the 8×8 digits."""

@@ -236,13 +236,14 @@ DIAGRAMS = {"Basics-Tutorial/ps-and-workers.png": ps_and_workers,
             "diagrams/decentralized.png": decentralized}
 # The READMEs that show each family's diagram: every example folder's, and the main README.
 SHOWN_IN = {
-    "diagrams/asynchronous.png": ["Distributed-Setup", "Hogwild", "Multiple-GPUs-Single-Machine"],
+    "diagrams/asynchronous.png": ["Distributed-Setup", "Hogwild", "Multiple-GPUs-Single-Machine",
+                                  "Async-SVRG"],
     "diagrams/windowed.png": ["DOWNPOUR", "DOWNPOUR-Easy", "AGN"],
     "diagrams/elastic.png": ["AEASGD", "EAMSGD"],
     "diagrams/staleness.png": ["DynSGD", "Staleness-Aware-SGD"],
     "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates"],
     "diagrams/synchronous-rounds.png": ["SAGN", "Local-SGD"],
-    "diagrams/all-reduce.png": ["AllReduce-SGD"],
+    "diagrams/all-reduce.png": ["AllReduce-SGD", "Pipe-SGD"],
     "diagrams/decentralized.png": ["Gossip-SGD", "AD-PSGD"]}
 
 

@@ -40,6 +40,9 @@ TWINS = [("elastic_exchange", ["AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py"]),
          ("train", ["Synchronous-SGD/ssgd.py", "Synchronous-SGD-different-learning-rates/ssgd.py"]),
          ("pull", ["DOWNPOUR/DOWNPOUR.py", "DOWNPOUR-Easy/DOWNPOUR.py"]),
          ("learning_rate", ["AllReduce-SGD/AllReduce-SGD.py", "Synchronous-SGD/ssgd.py"]),
+         ("all_reduce", ["AllReduce-SGD/AllReduce-SGD.py", "Pipe-SGD/Pipe-SGD.py"]),
+         ("broadcast_from_worker0", ["AllReduce-SGD/AllReduce-SGD.py", "Pipe-SGD/Pipe-SGD.py"]),
+         ("train", ["AllReduce-SGD/AllReduce-SGD.py", "Pipe-SGD/Pipe-SGD.py"]),
          ("add_learning_rate_schedule", ["AllReduce-SGD/AllReduce-SGD.py",
                                          "Synchronous-SGD/ssgd.py"])]
 SLOT = ("load_data", "model")

@@ -115,6 +115,10 @@ ALGORITHMS = [
     Algorithm("AllReduce-SGD", "AllReduce-SGD/AllReduce-SGD.py", "synchronous",
               minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
               jin="synchronous all-reduce"),
+    # AllReduce-SGD pipelined: each update applies the mean gradient of the step before.
+    Algorithm("Pipe-SGD", "Pipe-SGD/Pipe-SGD.py", "synchronous",
+              minibatches=lambda aggregated: aggregated, backup_workers=False, replicas=True,
+              jin="synchronous all-reduce"),
     # Every worker makes --train_steps local steps (a minibatch each), averaging with a peer
     # every T: a global step is M minibatches, as in AllReduce-SGD; no backup workers.
     Algorithm("Gossip-SGD", "Gossip-SGD/Gossip-SGD.py", "synchronous",
@@ -137,6 +141,9 @@ ALGORITHMS = [
     Algorithm("DynSGD", "DynSGD/DynSGD.py", "asynchronous", jin="asynchronous ps"),
     Algorithm("Staleness-Aware-SGD", "Staleness-Aware-SGD/Staleness-Aware-SGD.py",
               "asynchronous", jin="asynchronous ps"),
+    # Hogwild's updates, variance-reduced; a global step is one update, as in Hogwild (each
+    # epoch's full gradient comes on top: about one pass over the training set per epoch).
+    Algorithm("Async-SVRG", "Async-SVRG/Async-SVRG.py", "asynchronous", jin="asynchronous ps"),
 ]
 BY_NAME = {algorithm.name: algorithm for algorithm in ALGORITHMS}
 NOT_COMPARED = {"Basics-Tutorial", "Multiple-GPUs-Single-Machine"}  # no new algorithm there
