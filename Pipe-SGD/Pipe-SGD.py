@@ -68,8 +68,8 @@ def build_graph(args):
             "gradient_in_flight", initializer=tf.zeros([sum(p.shape.num_elements()
                                                              for p in params)]),
             trainable=False, use_resource=True)  # (a read is a copy that its assign leaves)
-        images, labels = worker_batches(net.train_images, net.train_labels, args.task_index,
-                                        workers, args.batch_size, args.seed)
+        images, labels = worker_iterator(net.train_images, net.train_labels, args.task_index,
+                                         workers, args.batch_size, args.seed).get_next()
         loss = net.loss(params, images, labels)
         # Pipe-SGD: two things at once, neither waiting for the other: the all-reduce of the
         # gradient of step t − 1 (communication) and the gradient g(θₜ) of this step (compute).
@@ -223,13 +223,13 @@ def check_training_flags(parser, args):
         if not least <= getattr(args, name) <= most:
             parser.error("--%s must be an integer from %d to %d, got %d"
                          % (name, least, most, getattr(args, name)))
-    for name, most in (("learning_rate", float("inf")), ("step_delay", 3600.0),
-                       ("payload_mb", 4096.0)):
-        value = getattr(args, name)
-        if not (0 < value < most if name == "learning_rate" else 0 <= value <= most):
-            parser.error("--%s must be a finite number %s, got %g"
-                         % (name, "above 0" if name == "learning_rate" else
-                            "from 0 to %g" % most, value))
+    for name, most in (("learning_rate", float("inf")), ("timeout", 10.0 ** 6),
+                       ("step_delay", 3600.0), ("payload_mb", 4096.0)):
+        value, positive = getattr(args, name, 1.0), name in ("learning_rate", "timeout")
+        if not (0 < value < most if positive else 0 <= value <= most):
+            parser.error("--%s must be a finite number %s, got %g" % (
+                name, "above 0" + (" and below %g" % most if most < float("inf") else "")
+                if positive else "from 0 to %g" % most, value))
 
 
 # -- The cluster, from the flags or TF_CONFIG -----------------------------------------------------
@@ -244,12 +244,6 @@ def uses_parameter_servers():
 def example_parser(doc, train_steps, learning_rate, batch_size=32, epilog=None):
     """The cluster's flags, then training's, with these defaults; the lesson adds its own."""
     parser = OneLineErrorParser(description=doc.split("\n\n")[0], epilog=epilog)
-    add_cluster_flags(parser)
-    add_training_flags(parser, train_steps, learning_rate, batch_size)
-    return parser
-
-
-def add_cluster_flags(parser):
     cluster = parser.add_argument_group("cluster (default: %s, workers on localhost:2223,"
                                         "localhost:2224)" % ("one ps on localhost:2222"
                                                              if uses_parameter_servers()
@@ -264,6 +258,8 @@ def add_cluster_flags(parser):
                          help="seconds without progress after which a task gives up on a peer "
                               "(one that never came up, died, froze or is cut off), exiting "
                               "with the retryable code %d" % RETRYABLE_EXIT_CODE)
+    add_training_flags(parser, train_steps, learning_rate, batch_size)
+    return parser
 
 
 def parse_example_flags(parser, argv):
@@ -275,94 +271,84 @@ def parse_example_flags(parser, argv):
     return args
 
 
-def parse_host_list(parser, flag, text, needed=True):
+def cluster_from_flags(parser, args):
+    """({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags, or without them
+    from TF_CONFIG (Kubeflow's TFJob; under Slurm, Cluster-Engines/slurm gives the flags)."""
+    flags = {name: getattr(args, name) for name in ("job_name", "task_index", "ps_hosts",
+                                                     "worker_hosts")}
+    if all(value is None for value in flags.values()) and os.environ.get("TF_CONFIG"):
+        flags = cluster_from_tf_config(parser, os.environ["TF_CONFIG"])
+    elif flags["job_name"] is None or flags["task_index"] is None:  # who this is, said first
+        flags = dict(flags, job_name=args.job_name or "worker", task_index=args.task_index or 0)
+        print("[%s%d] no %s given: this task is %s %d" % (
+            flags["job_name"], flags["task_index"], " or ".join(
+                "--" + name for name in ("job_name", "task_index") if getattr(args, name) is None),
+            flags["job_name"], flags["task_index"]), flush=True)
+    job_name, task_index = flags["job_name"], flags["task_index"]
+    defaults = {"ps_hosts": "localhost:2222" if uses_parameter_servers() else "",
+                "worker_hosts": "localhost:2223,localhost:2224"}
+    cluster = {job: host_list(parser, job + " hosts", defaults[job + "_hosts"] if flags[
+        job + "_hosts"] is None else flags[job + "_hosts"]) for job in ("ps", "worker")}
+    for job in ["worker"] + (["ps"] if uses_parameter_servers() else []):
+        if not cluster[job]:
+            parser.error("%s hosts: at least one host:port is needed" % job)
+    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
+        parser.error("this example has no parameter server (the workers exchange among "
+                     "themselves): start workers only, without ps hosts")
+    if not 0 <= task_index < len(cluster[job_name]):
+        parser.error("task index %d is out of range: there are %d %s task(s)"
+                     % (task_index, len(cluster[job_name]), job_name))
+    hosts = cluster["ps"] + cluster["worker"]
+    if len(set(hosts)) < len(hosts):
+        parser.error("host:port used by more than one task: %s" % ", ".join(
+            sorted({host for host in hosts if hosts.count(host) > 1})))
+    port = int(cluster[job_name][task_index].rpartition(":")[2])
+    with socket.socket() as probe:
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("", port))
+        except OSError:
+            parser.error("port %d is already in use on this machine: stop what holds it or "
+                         "pick another port" % port)
+    return cluster, job_name, task_index
+
+
+def host_list(parser, what, text):
     hosts = [host.strip() for host in text.split(",")] if text else []
     for host in hosts:
         name, _, port = host.rpartition(":")
         if not name or not port.isdigit() or not 0 < int(port) < 65536:
-            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (flag, host))
-    if not hosts and needed:
-        parser.error("%s: at least one host:port is needed" % flag)
+            parser.error("%s: '%s' is not host:port with a port in 1-65535" % (what, host))
     return hosts
 
 
-def cluster_from_flags(parser, args):
-    """({'ps': [...], 'worker': [...]}, job_name, task_index) from the flags, or without them
-    from TF_CONFIG (Kubeflow's TFJob; under Slurm, Cluster-Engines/slurm gives the flags)."""
-    if not 0 < args.timeout < 10 ** 6:
-        parser.error("--timeout must be a number of seconds above 0 and below 10^6, got %g"
-                     % args.timeout)
-    flags_given = any(getattr(args, name) is not None
-                      for name in ("job_name", "task_index", "ps_hosts", "worker_hosts"))
-    if not flags_given and os.environ.get("TF_CONFIG"):
-        ps_hosts, worker_hosts, job_name, task_index = cluster_from_tf_config(
-            parser, os.environ["TF_CONFIG"])
-    else:
-        def given(value, default):
-            return default if value is None else value
-        ps_hosts = given(args.ps_hosts, "localhost:2222" if uses_parameter_servers() else "")
-        worker_hosts = given(args.worker_hosts, "localhost:2223,localhost:2224")
-        job_name, task_index = given(args.job_name, "worker"), given(args.task_index, 0)
-        if args.job_name is None or args.task_index is None:  # who this is, said first
-            print("[%s%d] no %s given: this task is %s %d" % (
-                job_name, task_index, " or ".join(flag for flag, value in (
-                    ("--job_name", args.job_name), ("--task_index", args.task_index))
-                    if value is None), job_name, task_index), flush=True)
-    cluster = {"ps": parse_host_list(parser, "ps hosts", ps_hosts, uses_parameter_servers()),
-               "worker": parse_host_list(parser, "worker hosts", worker_hosts)}
-    if not uses_parameter_servers() and (cluster["ps"] or job_name == "ps"):
-        parser.error("this example has no parameter server (the workers exchange among "
-                     "themselves): start workers only, without ps hosts")
-    if job_name not in cluster:
-        parser.error("unknown job name '%s': use 'ps' or 'worker'" % job_name)
-    if not 0 <= task_index < len(cluster[job_name]):
-        parser.error("task index %d is out of range: there are %d %s task(s)"
-                     % (task_index, len(cluster[job_name]), job_name))
-    every_host = cluster["ps"] + cluster["worker"]
-    duplicates = sorted({host for host in every_host if every_host.count(host) > 1})
-    if duplicates:
-        parser.error("host:port used by more than one task: %s" % ", ".join(duplicates))
-    port = int(cluster[job_name][task_index].rpartition(":")[2])
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("", port))
-    except OSError:
-        parser.error("port %d is already in use on this machine: stop what holds it or pick "
-                     "another port" % port)
-    finally:
-        probe.close()
-    return cluster, job_name, task_index
-
-
 def cluster_from_tf_config(parser, text):
-    """(ps hosts, worker hosts, job, index) from TF_CONFIG as Kubeflow's TFJob writes it; worker 0
-    is the chief and every worker evaluates, so chief, master and evaluator roles are refused."""
+    """The flags from TF_CONFIG as Kubeflow's TFJob writes it; worker 0 is the chief and every
+    worker evaluates, so chief, master and evaluator roles are refused, saying what to do."""
     try:
         tf_config = json.loads(text)
         if isinstance(tf_config, dict) and "sparseCluster" in tf_config:
             parser.error("TF_CONFIG has a sparseCluster (a TFJob with enableDynamicWorker): every "
                          "task needs the whole cluster here, so leave enableDynamicWorker off")
         cluster, task = tf_config["cluster"], tf_config["task"]
-        job_name, roles = str(task["type"]), set(cluster)
-        for role in ("chief", "master"):
-            if role in roles | {job_name}:
-                parser.error("TF_CONFIG: a '%s' job is not used here: worker 0 is the chief, so "
-                             "declare it as one more worker (in a TFJob: no %s replica, Worker "
-                             "replicas + 1)" % (role, role.capitalize()))
-        if "evaluator" in roles | {job_name}:
+        roles = set(cluster) | {str(task["type"])}
+        for role in sorted(roles & {"chief", "master"}):
+            parser.error("TF_CONFIG: a '%s' job is not used here: worker 0 is the chief, so "
+                         "declare it as one more worker (in a TFJob: no %s replica, Worker "
+                         "replicas + 1)" % (role, role.capitalize()))
+        if "evaluator" in roles:
             parser.error("unknown job name 'evaluator' in TF_CONFIG: every worker evaluates the "
                          "test set itself, so drop the TFJob's Evaluator replica")
         if roles - {"ps", "worker"}:
             parser.error("TF_CONFIG: only 'ps' and 'worker' jobs are used here (worker 0 is the "
                          "chief), got %s" % sorted(roles))
-        ps_hosts, worker_hosts = ",".join(cluster.get("ps", [])), ",".join(cluster["worker"])
-        task_index = int(task["index"])
+        return {"job_name": str(task["type"]), "task_index": int(task["index"]),
+                "ps_hosts": ",".join(cluster.get("ps", [])),
+                "worker_hosts": ",".join(cluster["worker"])}
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         parser.error("TF_CONFIG must be JSON like {\"cluster\": {\"ps\": [...], \"worker\": "
                      "[...]}, \"task\": {\"type\": \"worker\", \"index\": 0}} (%s: %s)"
                      % (type(error).__name__, error))
-    return ps_hosts, worker_hosts, job_name, task_index
 
 
 def is_chief(args):
@@ -434,7 +420,7 @@ class Watchdog:
         # thread with the process id (Python 3.8+ could ask threading.get_native_id()).
         self.trainer = "/proc/self/task/%d/schedstat" % os.getpid()
         self.progress_made = True
-        self.reached = set()  # ps tasks that accepted a connection at least once
+        self.reached = {"ps": set(), "worker": set()}  # tasks whose port took a connection
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True).start()
         self.heartbeat = threading.Thread(target=self._heartbeat, daemon=True)
@@ -458,11 +444,17 @@ class Watchdog:
             return 0.0
 
     def _watch(self):
-        parameter_servers = set(range(len(self.args.cluster["ps"])))
-        waited, then, busy_then = 0.0, time.monotonic(), self.busy()
+        everyone = {job: set(range(len(hosts))) for job, hosts in self.args.cluster.items()}
+        waited, then, busy_then, said = 0.0, time.monotonic(), self.busy(), False
         while not self.stopped.wait(0.5):
-            if self.reached != parameter_servers:  # (only to tell "never came up" apart)
-                self.reached |= parameter_servers - set(unreachable(self.args.cluster, "ps"))
+            for job in everyone:  # (only to tell "never came up" apart, until all were seen)
+                if self.reached[job] != everyone[job]:
+                    self.reached[job] |= everyone[job] - set(unreachable(self.args.cluster, job))
+            late = sorted(everyone["worker"] - self.reached["worker"])
+            if waited > 5.0 and late and not said and not self.args.cluster["ps"]:
+                print("[%s] waiting for %s to come up" % (
+                    self.who, describe(self.args.cluster, "worker", late)), flush=True)
+                said = True  # (with a ps, the ps and the chief are the ones waited for)
             now, busy_now = time.monotonic(), self.busy()
             waited = 0.0 if self.progress_made else waited + max(
                 0.0, (now - then) - (busy_now - busy_then))
@@ -500,6 +492,10 @@ def heartbeat_interval(args):
 
 def why_stuck(args, reached=None, server=None):
     """Which task is silent, and whether it never came up or stopped answering."""
+    if getattr(args, "waiting_for_the_chief", False):  # (the ps may have given up on it too)
+        return "the chief, %s, %s" % (describe(args.cluster, "worker", [0]), (
+            "never came up (nothing listens on its port)" if 0 in unreachable(
+                args.cluster, "worker") else "has not made θ ready"))
     down = unreachable(args.cluster, "ps")
     if down:  # a port that refused one connection may be busy: it is down if it refuses twice
         time.sleep(0.5)
@@ -508,7 +504,7 @@ def why_stuck(args, reached=None, server=None):
         return "lost the parameter server: %s" % "; ".join(
             "%s %s" % (describe(args.cluster, "ps", [index]),
                        "stopped answering (its port takes no connection)"
-                       if reached is None or index in reached
+                       if reached is None or index in reached["ps"]
                        else "never came up (nothing listens on its port)") for index in down)
     frozen = [index for index in range(len(args.cluster["ps"]))
               if server is not None and not answers(args, server, index)]
@@ -517,7 +513,10 @@ def why_stuck(args, reached=None, server=None):
                 "or cut off)" % describe(args.cluster, "ps", frozen))
     silent = unreachable(args.cluster, "worker")
     if silent:
-        return "not answering: %s" % describe(args.cluster, "worker", silent)
+        return "not answering: %s" % "; ".join("%s%s" % (
+            describe(args.cluster, "worker", [index]), " never came up (nothing listens on its "
+            "port)" if reached is not None and index not in reached["worker"] else "")
+            for index in silent)
     if not args.cluster["ps"]:
         return ("every worker accepts connections, so one that this one waits for (in a "
                 "collective op or an exchange with a peer) is frozen or cut off")
@@ -531,6 +530,9 @@ def error_line(error):
     if lines and lines[0].startswith("Graph execution error"):
         after_node = [i + 1 for i, line in enumerate(lines) if line.startswith("Node: ")]
         lines = lines[after_node[-1] if after_node else 1:]
+    remote = error.message.partition('"grpc_message":"')[2].rpartition('","grpc_status"')[0]
+    lines = [remote] if remote else [line for line in lines if not line.startswith((
+        "From /job:", "Additional GRPC error information"))]  # (a peer's error, relayed)
     return lines[0] if lines else type(error).__name__
 
 
@@ -765,11 +767,6 @@ def worker_iterator(images, labels, worker, workers, batch_size, seed):
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
 
-def worker_batches(images, labels, worker, workers, batch_size, seed):
-    """This worker's next minibatch (images, labels): see worker_iterator."""
-    return worker_iterator(images, labels, worker, workers, batch_size, seed).get_next()
-
-
 class Model:
     """Your load_data() and model(), as the algorithms use them: θ is the list of variables
     model() makes; model() is called again with θ's values (tensors) in their place."""
@@ -833,87 +830,80 @@ class Model:
 
 
 def check_model_and_data(args, who, workers):
-    """Whether load_data() and model() can train, said by every task before any
+    """Whether load_data() and model() can train, said by every task in one line before any
     server starts: the data, the model's build, logits and gradients, a --log_dir checkpoint."""
-    def bad(problem, advice):
-        print("[%s] error: %s: %s" % (who, problem, advice), file=sys.stderr, flush=True)
-        return False
+    problem = model_and_data_problem(args, workers)
+    if problem:
+        print("[%s] error: %s" % (who, problem), file=sys.stderr, flush=True)
+    return not problem
 
+
+def model_and_data_problem(args, workers):
     with tf.Graph().as_default():
         try:
             net = Model(args)
         except Exception as error:  # (the user's load_data: any error, said in one line)
-            return bad("load_data() failed (%s: %s)" % (type(error).__name__, error),
-                       "fix load_data in the script")
-        train, test = net.train_images, net.test_images
-        if len(train) < workers or len(test) == 0 or len(train) != len(net.train_labels) or (
-                len(test) != len(net.test_labels)):
-            return bad("load_data() gave %d training examples (%d labels) for %d workers and "
-                       "%d test examples (%d labels)" % (len(train), len(net.train_labels),
-                                                         workers, len(test),
-                                                         len(net.test_labels)),
-                       "every worker needs a shard and every image a label")
-        if train.shape[1:] != test.shape[1:] or min(net.train_labels.min(),
-                                                     net.test_labels.min()) < 0:
-            return bad("training images of shape %s, test images of shape %s, smallest label "
-                       "%d" % (train.shape[1:], test.shape[1:],
-                               min(net.train_labels.min(), net.test_labels.min())),
-                       "images must have one shape and labels be 0 ... classes - 1")
+            return "load_data() failed (%s: %s): fix load_data in the script" % (
+                type(error).__name__, error)
+        train, test, labels = net.train_images, net.test_images, (net.train_labels,
+                                                                  net.test_labels)
+        if not workers <= len(train) == len(labels[0]) or not 0 < len(test) == len(labels[1]):
+            return ("load_data() gave %d training examples (%d labels) for %d workers and %d "
+                    "test examples (%d labels): every worker needs a shard and every image a "
+                    "label" % (len(train), len(labels[0]), workers, len(test), len(labels[1])))
+        if train.shape[1:] != test.shape[1:] or min(labels[0].min(), labels[1].min()) < 0:
+            return ("training images of shape %s, test images of shape %s, smallest label %d: "
+                    "images must have one shape and labels be 0 ... classes - 1" % (
+                        train.shape[1:], test.shape[1:], min(labels[0].min(), labels[1].min())))
         try:
             theta = net.parameters()
-            loss = net.loss(theta, train[:8], net.train_labels[:8])
+            loss = net.loss(theta, train[:8], labels[0][:8])
             width = net.logits(theta, train[:8]).shape[-1]
         except Exception as error:
-            return bad("model(images of shape %s, %d classes) failed (%s: %s)"
-                       % ((None,) + train.shape[1:], net.classes, type(error).__name__,
-                          str(error).splitlines()[0] if str(error) else ""),
-                       "fix model in the script")
+            return "model(images of shape %s, %d classes) failed (%s: %s): fix model in the " \
+                   "script" % ((None,) + train.shape[1:], net.classes, type(error).__name__,
+                               str(error).splitlines()[0] if str(error) else "")
         others = sorted({v.op.name for v in tf.global_variables()} - {v.op.name for v in theta})
         if others or tf.get_collection(tf.GraphKeys.UPDATE_OPS):
-            return bad("model() makes state that is not a trained parameter (%s)"
-                       % ", ".join(others or ["update ops"]),
-                       "use trainable variables only (no batch normalization's moving averages)")
+            return ("model() makes state that is not a trained parameter (%s): use trainable "
+                    "variables only (no batch normalization's moving averages)"
+                    % ", ".join(others or ["update ops"]))
         if width != net.classes:
-            return bad("model() returns %s logits per image for %d classes (labels 0 ... %d)"
-                       % (width, net.classes, net.classes - 1),
-                       "its last layer must have `classes` units")
-        gradients = tf.gradients(loss, theta)
-        no_gradient = [v.op.name for v, g in zip(theta, gradients) if g is None]
+            return ("model() returns %s logits per image for %d classes (labels 0 ... %d): its "
+                    "last layer must have `classes` units" % (width, net.classes,
+                                                              net.classes - 1))
+        no_gradient = [v.op.name for v, g in zip(theta, tf.gradients(loss, theta)) if g is None]
         if no_gradient:
-            return bad("model() makes variables that get no gradient: %s"
-                       % ", ".join(no_gradient),
-                       "use every variable in the logits, or do not make it")
+            return ("model() makes variables that get no gradient: %s: use every variable in "
+                    "the logits, or do not make it" % ", ".join(no_gradient))
         with tf.Session(config=tf.ConfigProto(intra_op_parallelism_threads=1,
                                               inter_op_parallelism_threads=1)) as sess:
             sess.run(tf.global_variables_initializer())
             if not np.isfinite(sess.run(loss)):
-                return bad("the loss of model() at its initial θ is not finite",
-                           "check load_data's values and model's initial values")
-        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints and
-            needed = (4 * sum(v.shape.num_elements() * 4 for v in theta)  # the graph, whose
-                      + 5 * train.nbytes + 2 ** 20)  # input pipeline holds the data
-            stat = os.statvfs(args.log_dir)
-            if stat.f_bavail * stat.f_frsize < needed:
-                return bad("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB"
-                           % (args.log_dir, stat.f_bavail * stat.f_frsize // 1024,
-                              needed // 1024), "free some space or name another directory")
+                return ("the loss of model() at its initial θ is not finite: check load_data's "
+                        "values and model's initial values")
+        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints, and the
+            needed = 16 * sum(v.shape.num_elements() for v in theta) + 5 * train.nbytes + 2 ** 20
+            free = os.statvfs(args.log_dir).f_bavail * os.statvfs(args.log_dir).f_frsize
+            if free < needed:  # graph, whose input pipeline holds the data
+                return ("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB: "
+                        "free some space or name another directory"
+                        % (args.log_dir, free // 1024, needed // 1024))
         checkpoint = args.log_dir and tf.train.latest_checkpoint(args.log_dir)
-        if checkpoint:
-            try:
-                saved = tf.train.NewCheckpointReader(checkpoint).get_variable_to_shape_map()
-            except (tf.errors.OpError, ValueError):
-                return True  # (a damaged checkpoint: the chief skips it, saying so)
-            differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
-                                                 saved.get(v.op.name, "none"))
-                      for v in theta if saved.get(v.op.name) != v.shape.as_list()]
-            if differ:
-                return bad("--log_dir %s holds a checkpoint of another model: %s"
-                           % (args.log_dir, "; ".join(differ)),
-                           "give this model its own --log_dir")
-    return True
+        try:
+            saved = checkpoint and tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+        except (tf.errors.OpError, ValueError):
+            saved = None  # (a damaged checkpoint: the chief skips it, saying so)
+        differ = ["%s (%s here, %s there)" % (v.op.name, v.shape.as_list(),
+                                             saved.get(v.op.name, "none"))
+                  for v in theta if saved and saved.get(v.op.name) != v.shape.as_list()]
+        if differ:
+            return ("--log_dir %s holds a checkpoint of another model: %s: give this model its "
+                    "own --log_dir" % (args.log_dir, "; ".join(differ)))
+    return None
 
 
-# -- Exchanges with the ps, one message per ps task -----------------------------------------------
+# -- Tensors in one message -----------------------------------------------------------------------
 def pack(tensors):
     """Tensors as one flat vector (the inverse of unpack)."""
     return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
@@ -923,47 +913,6 @@ def unpack(vector, like):
     """Tensors shaped like the variables `like`, cut from a vector that pack made."""
     pieces = tf.split(vector, [variable.shape.num_elements() for variable in like])
     return [tf.reshape(piece, variable.shape) for piece, variable in zip(pieces, like)]
-
-
-def by_ps_task(params):
-    """[(device, indices of the variables on it)], one entry per ps task that holds some."""
-    devices = sorted({variable.device for variable in params})
-    return [(device, [i for i, variable in enumerate(params) if variable.device == device])
-            for device in devices]
-
-
-def read_from_the_ps(params):
-    """θ as this worker uses it: one packed message per ps task, each variable read by
-    an op made here (so that the caller's control dependencies hold it back)."""
-    theta = [None] * len(params)
-    for device, indices in by_ps_task(params):
-        on_ps = [params[i] for i in indices]
-        with tf.device(device):
-            message = pack([variable.read_value() for variable in on_ps])
-        for i, value in zip(indices, unpack(message, on_ps)):
-            theta[i] = value
-    return theta
-
-
-def apply_on_the_ps(optimizer, gradients, params):
-    """optimizer.apply_gradients on the ps, the gradients packed in one message."""
-    arrived, updates = sent_to_the_ps(gradients, params), []
-    for device, indices in by_ps_task(params):
-        with tf.device(device):
-            updates.append(optimizer.apply_gradients([(arrived[i], params[i]) for i in indices]))
-    return tf.group(*updates)
-
-
-def sent_to_the_ps(tensors, params):
-    """Tensors shaped like params, as the ps tasks receive them: one message per task."""
-    arrived = [None] * len(params)
-    for device, indices in by_ps_task(params):
-        on_ps = [params[i] for i in indices]
-        message = pack([tensors[i] for i in indices])
-        with tf.device(device):
-            for i, value in zip(indices, unpack(message, on_ps)):
-                arrived[i] = value
-    return arrived
 
 
 # -- main, without a ps ---------------------------------------------------------------------------
@@ -991,26 +940,34 @@ def main(argv=None):
         code = train(args, server, watchdog)
         finish_among_workers(args, server, watchdog)
         return code
-    except tf.errors.AbortedError as error:
-        print("[%s] error: a peer worker was restarted or ended under this worker's session, "
-              "which cannot be re-created here; start this worker again (%s)"
-              % (who, error_line(error)), file=sys.stderr)
-        return RETRYABLE_EXIT_CODE
-    except (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
-            tf.errors.FailedPreconditionError) as error:
-        if not args.log_dir or args.log_dir not in error.message:
+    except (tf.errors.AbortedError, tf.errors.FailedPreconditionError,
+            tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError) as error:
+        if args.log_dir and args.log_dir in error.message:
+            print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
+                  "permissions, then start this worker again" % (who, args.log_dir,
+                                                                 error_line(error)),
+                  file=sys.stderr)
+            return 1
+        if isinstance(error, (tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError)):
             raise
-        print("[%s] error: --log_dir %s cannot take a checkpoint (%s): free space or fix its "
-              "permissions, then start this worker again" % (who, args.log_dir,
-                                                             error_line(error)),
-              file=sys.stderr)
-        return 1
+        print("[%s] error: %s was restarted or ended under this worker's session, which cannot "
+              "be re-created without a ps; start this worker again (%s)"
+              % (who, restarted_peer(args, error), error_line(error)), file=sys.stderr)
+        return RETRYABLE_EXIT_CODE
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
         print("[%s] error: %s (%s)" % (who, why_stuck(args, watchdog.reached, server),
                                        error_line(error)), file=sys.stderr)
         return RETRYABLE_EXIT_CODE
     finally:
         watchdog.stop()
+
+
+def restarted_peer(args, error):
+    """The other worker a TensorFlow error names ("... task:1 ... was probably restarted")."""
+    tasks = [text[:len(text) - len(text.lstrip("0123456789"))]
+             for text in error.message.split("/job:worker/replica:0/task:")[1:]]
+    named = {int(task) for task in tasks if task} - {args.task_index}
+    return describe(args.cluster, "worker", sorted(named)) if named else "a peer worker"
 
 
 if __name__ == "__main__":
