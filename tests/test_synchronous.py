@@ -407,6 +407,7 @@ class InProcessWorker:
                     with tf.control_dependencies([sent]):
                         taken.append(accumulator.take_grad(workers))
             self.take_the_round = taken
+            self.tokens_left = self.built["optimizer"]._sync_token_queue.size()
         self.failures = []
         self.hook.fail = lambda message, tell_the_ps=False: self.failures.append(message)
         self.hook.watch_peers = lambda: None
@@ -484,6 +485,9 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     assert [worker.tokens[0] for worker in others] == [0, 0], "the chief's release tokens"
     assert chief.session.run(chief.built["global_step"]) == 5
     assert all(worker.tokens[-1] == 5 for worker in [chief] + others)
+    # every token was taken: M - 1 released, then M per update, one per step
+    assert chief.session.run(chief.tokens_left) == 0
+    assert sum(map(len, (worker.tokens for worker in [chief] + others))) == 2 + 3 * 5
 
 
 # A "chief" process whose loop on the ps takes one gradient per iteration from an accumulator
