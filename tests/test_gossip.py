@@ -73,21 +73,22 @@ def assert_replicas_equal(actual, expected):
 
 @pytest.mark.tf2
 def test_every_local_step_and_every_average_is_exact_and_a_resumed_run_goes_on(tmp_path):
-    """Three workers, T = 1, η = 0.5: three steps, then the whole cluster started again with
-    --log_dir for two more. The chief checkpoints every replica at the start and at the end
-    (--checkpoint_every is longer than the run), once all are done; NumPy replays both runs."""
-    workers, rate, module = 3, 0.5, load_example(GOSSIP)
+    """Three workers, T = 2, η = 0.5: three steps, then the whole cluster started again with
+    --log_dir for four more, resumed from a step that is not a multiple of T (its rounds are
+    still those of steps 4 and 6). The chief checkpoints every replica at the start and at the
+    end (--checkpoint_every is longer than the run), once all are done; NumPy replays both."""
+    workers, rate, window, module = 3, 0.5, 2, load_example(GOSSIP)
     (images, labels), _ = data_and_initial_theta(module, 0)[0]
     shards = [(images[i::workers].astype(np.float64), labels[i::workers])
               for i in range(workers)]
     assert all(len(shard_labels) == SHARD for _, shard_labels in shards)
     initial = data_and_initial_theta(module)[1]
     log_dir = str(tmp_path / "logs")
-    args = ["--batch_size", str(SHARD), "--learning_rate", str(rate), "--window", "1",
+    args = ["--batch_size", str(SHARD), "--learning_rate", str(rate), "--window", str(window),
             "--log_dir", log_dir, "--checkpoint_every", "1000"]
     checkpoint = os.path.join(log_dir, "model.ckpt-%d")
     expected = {0: [initial] * workers}
-    for first, last in [(0, 3), (3, 5)]:
+    for first, last in [(0, 3), (3, 7)]:
         cluster = run_cluster(GOSSIP, workers=workers, args=["--train_steps", str(last)] + args)
         results = worker_results(cluster)
         assert [(r["first_global_step"], r["global_step"], r["local_steps"]) for r in results] \
@@ -95,7 +96,7 @@ def test_every_local_step_and_every_average_is_exact_and_a_resumed_run_goes_on(t
         started_from, step = replicas_in(module, checkpoint % first, workers)
         assert step == first
         assert_replicas_equal(started_from, expected[first])
-        expected[last] = replay(expected[first], shards, rate, 1, first, last)
+        expected[last] = replay(expected[first], shards, rate, window, first, last)
         final, step = replicas_in(module, checkpoint % last, workers)
         assert step == last
         assert_replicas_equal(final, expected[last])
@@ -106,11 +107,15 @@ def test_every_local_step_and_every_average_is_exact_and_a_resumed_run_goes_on(t
     # The test has the power to tell the right peer from a wrong one, or an average from none:
     # before each round's averages every two replicas differ by far more than the tolerance.
     theta = expected[0]
-    for step in range(1, 6):
+    for step in range(1, 8):
         before = replay(theta, shards, rate, 10 ** 6, step - 1, step)  # (no average)
         assert min(np.abs(before[a][0] - before[b][0]).max()
                    for a in range(workers) for b in range(a)) > 1e-3, step
-        theta = replay(theta, shards, rate, 1, step - 1, step)
+        theta = replay(theta, shards, rate, window, step - 1, step)
+    # ... and the schedule after the resume from one keyed by the steps since (rounds at 5, 7)
+    since_the_resume = replay(expected[3], shards, rate, window, 0, 4)
+    assert max(np.abs(a - b).max() for x, y in zip(since_the_resume, expected[7])
+               for a, b in zip(x, y)) > 1e-3
 
 def test_the_schedule_is_the_documented_one_and_covers_every_pair():
     module = load_example(GOSSIP)
