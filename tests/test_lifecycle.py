@@ -423,3 +423,56 @@ def test_a_peer_restarted_without_a_ps_is_named_by_the_survivor(script):
     errors = [line for line in cluster.task("worker0").lines if "] error: " in line]
     assert len(errors) == 1, output(cluster)
     assert re.search(r"worker1 \(%s\)" % re.escape(cluster.worker_hosts[1]), errors[0]), errors
+
+
+def test_a_worker_that_starts_after_the_others_finished_ends_the_run_with_the_ps():
+    """worker1 comes up only once worker0 has trained to --train_steps: it finds the run
+    complete and trains nothing, and the ps, which waited for it, ends with 0 once it is done."""
+    cluster = LocalCluster(example("Hogwild/Hogwild.py"), workers=2, echo=False, args=[
+        "--train_steps", "200", "--log_every", "50", "--timeout", "60"])
+    try:
+        cluster.start(["ps0", "worker0"])
+        assert cluster.wait_for(lambda: cluster.task("worker0").returncode is not None,
+                                RUN_TIMEOUT), output(cluster)
+        assert cluster.task("ps0").returncode is None, output(cluster)  # it waits for worker1
+        cluster.start(["worker1"])
+        assert cluster.wait(RUN_TIMEOUT, stop_on_failure=False), output(cluster)
+    finally:
+        cluster.stop()
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    late = [r for r in worker_results(cluster) if r["task_index"] == 1]
+    assert late and late[0]["local_steps"] == 0 and late[0]["global_step"] >= 200, output(cluster)
+    assert "all 2 workers are done" in output(cluster, "ps0"), output(cluster)
+
+
+def test_the_ps_outlives_a_done_worker_until_its_port_closes():
+    """A worker that has said "done" may still read θ while it shuts down, so the ps serves on
+    until its port closes (or --timeout passes): here a "worker" that said done and keeps its
+    port open holds the ps up; once the port closes, the ps ends with 0 at once."""
+    module = load_example("Hogwild/Hogwild.py")
+    cluster = LocalCluster(example("Hogwild/Hogwild.py"), workers=1, echo=False, args=[
+        "--timeout", "60"])
+    worker = socket.socket()
+    try:
+        worker.bind(("localhost", int(cluster.worker_hosts[0].rpartition(":")[2])))
+        worker.listen(16)
+        cluster.start(["ps0"])
+        tf = module.tf
+        with tf.Graph().as_default():
+            done = module.status_queues({"ps": cluster.ps_hosts, "worker": cluster.worker_hosts})[
+                0].enqueue((0, b"done"))
+            with tf.Session("grpc://" + cluster.ps_hosts[0], config=tf.ConfigProto(
+                    operation_timeout_in_ms=60000)) as sess:
+                sess.run(done)
+        assert not cluster.wait_for(lambda: cluster.task("ps0").returncode is not None, 3), \
+            output(cluster)
+        worker.close()
+        closed_at = time.monotonic()
+        assert cluster.wait_for(lambda: cluster.task("ps0").returncode is not None, 30), \
+            output(cluster)
+        assert time.monotonic() - closed_at < 10
+    finally:
+        worker.close()
+        cluster.stop()
+    assert cluster.task("ps0").returncode == 0, output(cluster)
+    assert "all 1 worker is done" in output(cluster, "ps0"), output(cluster)
