@@ -1,4 +1,5 @@
 """tools/benchmark.py --soak: every task's memory over time, then every task stopped."""
+import json
 import re
 import sys
 
@@ -6,8 +7,9 @@ from helpers import example, run_script
 from test_launcher import assert_gone, launched_pids
 
 
-def test_soak_samples_every_tasks_rss_and_stops_them_all():
-    code, text = run_script([sys.executable, example("tools/benchmark.py"), "--soak", "15"])
+def test_soak_samples_every_tasks_rss_and_stops_them_all(tmp_path):
+    code, text = run_script([sys.executable, example("tools/benchmark.py"), "--soak", "15",
+                             "--soak_output", str(tmp_path)])
     assert code == 0, text
     assert re.search(r"^      s  global step  ps0 MB  worker0 MB  worker1 MB$", text, re.M), text
     rows = re.findall(r"^ +(\d+\.\d) +(\d+) +(\d+\.\d) +(\d+\.\d) +(\d+\.\d)$", text, re.M)
@@ -21,6 +23,11 @@ def test_soak_samples_every_tasks_rss_and_stops_them_all():
         assert re.search(r"^ +%s +[+-]\d+\.\d MB +[+-]\d+\.\d+ MB/min +[+-]\d+\.\d KB per 1000 "
                          r"global steps$" % name, text, re.M), text
     assert "[benchmark] soak: every task stopped" in text
+    with open(str(tmp_path / "soak-Hogwild.json")) as record:
+        saved = json.load(record)
+    assert len(saved["samples"]) == len(rows) and saved["growth"][0].startswith("growth after")
+    assert all(set(rss) == {"ps0", "worker0", "worker1"} for _, _, rss in saved["samples"])
+    assert (tmp_path / "soak-Hogwild.png").stat().st_size > 10000
     pids = launched_pids(text)
     assert len(pids) == 3
     assert_gone(pids)

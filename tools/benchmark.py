@@ -262,7 +262,7 @@ def global_step(cluster):
     return max(latest)
 
 
-def soak(folder, seconds, start_bound=STARTUP_BOUND):
+def soak(folder, seconds, start_bound=STARTUP_BOUND, output=None):
     """Train one example for `seconds` (with a --train_steps it never reaches), sampling every
     task's RSS; then the growth from the end of the warm-up (the first third) to the end, in MB
     per minute and KB per 1000 global steps: a leak shows as a steady growth. The seconds count
@@ -304,8 +304,42 @@ def soak(folder, seconds, start_bound=STARTUP_BOUND):
             ", ".join(task.name for task in failed), cluster.returncodes(),
             "\n".join(line for task in failed for line in task.lines[-10:])), file=sys.stderr)
         return 1
-    print(soak_growth(cluster, samples, training + seconds / 3))
+    growth = soak_growth(cluster, samples, training + seconds / 3)
+    print(growth)
+    if output:
+        print("[benchmark] soak: wrote %s" % ", ".join(
+            write_soak(output, folder, cluster, samples, training, growth)))
     return 0
+
+
+def write_soak(output, folder, cluster, samples, training, growth):
+    """The samples as JSON and each task's RSS over the seconds of training as a chart."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    os.makedirs(output, exist_ok=True)
+    stem = os.path.join(output, "soak-%s" % folder)
+    with open(stem + ".json", "w") as record:
+        json.dump({"example": folder, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                   "command": "python tools/benchmark.py --soak %g --only %s --soak_output %s" % (
+                       samples[-1][0] - training, folder, os.path.relpath(output, ROOT)),
+                   "growth": growth.splitlines(), "training_started_s": round(training, 1),
+                   "samples": [[round(t, 1), step, rss] for t, step, rss in samples]},
+                  record, indent=1)
+    figure, axis = pyplot.subplots(figsize=(8, 4))
+    for task in cluster.tasks:
+        kept = [(t - training, rss[task.name] / 1024) for t, _, rss in samples
+                if t >= training and rss.get(task.name)]
+        axis.plot([t / 60 for t, _ in kept], [mb for _, mb in kept], label=task.name)
+    axis.set_xlabel("minutes of training")
+    axis.set_ylabel("resident memory (MB)")
+    axis.set_title("%s: each task's memory over a %.0f-minute soak" % (
+        folder, (samples[-1][0] - training) / 60))
+    axis.legend()
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(stem + ".png", dpi=100)
+    return [stem + ".json", stem + ".png"]
 
 
 def soak_row(cluster, sample, header=False):
@@ -621,6 +655,9 @@ def main(argv=None):
     parser.add_argument("--soak", type=float, metavar="SECONDS",
                         help="only train one example (the first of --only, default Hogwild) "
                              "this long, and print its tasks' memory (RSS) over time")
+    parser.add_argument("--soak_output", metavar="DIR",
+                        help="with --soak: also write the samples (JSON) and a chart of each "
+                             "task's memory over time (PNG) here")
     parser.add_argument("--peers", action="store_true",
                         help="run Hogwild, AGN and Synchronous-SGD beside TF2's "
                              "ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild "
@@ -645,7 +682,8 @@ def main(argv=None):
         print(profile())
         return 0
     if options.soak:
-        return soak((options.only or "Hogwild").split(",")[0], options.soak)
+        return soak((options.only or "Hogwild").split(",")[0], options.soak,
+                    output=options.soak_output)
     entries = entry_points()
     if options.only:
         wanted = options.only.split(",")
