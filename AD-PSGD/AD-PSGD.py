@@ -735,7 +735,7 @@ class TrainingLoop:
         self.args, self.sess, self.graph, self.watchdog = args, sess, graph, watchdog
         self.who = task_name("worker", args.task_index)
         self.first_global_step = self.global_step = sess.run(graph["global_step"])
-        self.local_steps, self.curve = 0, []
+        self.local_steps, self.curve, self.slept = 0, [], 0.0
         self.losses = collections.deque(maxlen=args.log_every)
         self.summaries = (tf.summary.FileWriter(os.path.join(args.log_dir, self.who))
                           if args.log_dir else None)
@@ -764,8 +764,10 @@ class TrainingLoop:
                       self.who, losses[~np.isfinite(losses)][0], self.local_steps,
                       self.global_step), file=sys.stderr, flush=True)
             raise SystemExit(1)
-        if self.args.step_delay:
+        if self.args.step_delay:  # (as slept, in RESULT: tools/emulate checks it)
+            slept = time.monotonic()
             time.sleep(self.args.step_delay * len(losses))
+            self.slept += time.monotonic() - slept
         if self.local_steps // self.args.log_every > logged:
             self.log(self.sess.run(self.graph["test_accuracy"]))
 
@@ -802,6 +804,8 @@ class TrainingLoop:
             self.summaries.flush()  # a process that the watchdog ends loses nothing written
 
     def report(self, **algorithm_fields):
+        if self.args.step_delay:
+            algorithm_fields["slept_seconds"] = round(self.slept, 3)
         report(self.args, self.who, self.local_steps, self.first_global_step, self.global_step,
                self.losses, self.test_accuracy, self.curve, self.started, **algorithm_fields)
         return 0

@@ -147,9 +147,10 @@ def test_the_emulated_link_and_compute_are_what_was_configured(comparison):
     """The scenario's real setting, scaled by F: the links' rate (F), each worker's compute
     time (F), θ's bytes (F²); and measured, each within 15 %: the rate a bulk transfer
     achieves, each worker's compute time per step, the bytes the ps's link carries per worker
-    step (θ pulled, g pushed: twice the model's scaled bytes and the example's own θ). A
-    worker's compute time is its sleep plus the time it waited for a CPU, and a wait above 15 %
-    is reported in the comparison rather than asserted away: it is this machine's load."""
+    step (θ pulled, g pushed: twice the model's scaled bytes and the example's own θ), each
+    worker's compute time per step as it slept it. What the machine adds, the time a worker
+    waited for a CPU, is measured beside it, and where it is above 15 % the comparison says so:
+    it is this machine's load, not the emulation."""
     output, _, raw = comparison
     hogwild = next(r for r in raw["runs"] if r["algorithm"] == "Hogwild")
     scale = raw["settings"]["emulate"]["scale"]
@@ -164,6 +165,9 @@ def test_the_emulated_link_and_compute_are_what_was_configured(comparison):
     assert len(workers) == WORKERS
     over = []
     for name, worker in workers.items():
+        # the emulated compute time, as the worker slept it
+        assert abs(worker["compute_slept_seconds"] / worker["compute_seconds"] - 1) <= (
+            TOLERANCE), (name, worker)
         # the configured sleep, plus what this machine added: the time waited for a CPU
         assert worker["compute_measured_seconds"] == pytest.approx(
             worker["compute_seconds"] + worker["cpu_wait_seconds_per_step"]), (name, worker)

@@ -186,9 +186,9 @@ class EmulatedCluster(TimedCluster):
 
     def measured(self):
         """The emulated settings beside what was measured, for the run's record. A worker's
-        measured compute time per step is the configured one (its --step_delay sleep) plus
-        the time its main thread waited for a CPU, per step of its training loop: what this
-        machine added to the compute time, CPU contention. TensorFlow's own CPU time per
+        compute time per step as it slept it (its --step_delay sleep, timed by the example),
+        and with what this machine added: the configured time plus the time its main thread
+        waited for a CPU, per step of its training loop (CPU contention). TensorFlow's own CPU time per
         step is given beside it: a cost of the example on this machine, not emulated."""
         samples, since = self.monitor.samples, self.training_started
         workers, ends, steps_made = {}, [], 0
@@ -204,6 +204,7 @@ class EmulatedCluster(TimedCluster):
             ends.append(window[1])
             steps_made += steps
             workers[name].update({
+                "compute_slept_seconds": self.reported[name].get("slept_seconds", 0) / steps,
                 "compute_measured_seconds": configured + waited / steps,
                 "cpu_seconds_per_step": on_cpu / steps, "cpu_wait_seconds_per_step":
                     waited / steps, "step_seconds": (window[1] - window[0]) / steps})
@@ -246,10 +247,11 @@ def describe_measured(emulation, measured):
                                         fmt_rate(during[way]["peak"])) for way in ("to", "from"))))
     for name, worker in sorted(measured["workers"].items(), key=lambda item: int(item[0][6:])):
         if "compute_measured_seconds" in worker:
-            lines.append("%s: compute %.1f ms/step configured, %.1f measured (of which %.1f "
-                         "waiting for a CPU); TensorFlow's own CPU %.1f ms/step; %.1f ms per "
+            lines.append("%s: compute %.1f ms/step configured, %.1f slept, %.1f with the "
+                         "waits for a CPU (%.1f); TensorFlow's own CPU %.1f ms/step; %.1f ms per "
                          "step in all" % (
                              name, 1e3 * worker["compute_seconds"],
+                             1e3 * worker["compute_slept_seconds"],
                              1e3 * worker["compute_measured_seconds"],
                              1e3 * worker["cpu_wait_seconds_per_step"],
                              1e3 * worker["cpu_seconds_per_step"],
