@@ -229,3 +229,19 @@ def test_every_installed_package_is_pinned_in_the_requirements():
 
 def normalized(package):
     return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def test_the_choosing_tables_emulated_column_is_the_committed_emulated_comparison():
+    """Its last column: per scenario, the seconds to the target of each example's fastest
+    configuration in results/emulated/raw.json, as tools/compare computes them."""
+    from compare import emulated
+    with open(os.path.join(ROOT, "results", "emulated", "raw.json")) as record:
+        cells = emulated.readme_cells(json.load(record))
+    header, rows = choosing_table()
+    assert header[-1] == "emulated ResNet-50: s to 0.92, 10 Gb/s / 1 Gb/s / stragglers"
+    shown = {}
+    for row in rows:
+        target = re.search(r"\]\(([^)]+)\)", row[0]).group(1).rstrip("/")
+        shown[target[:-3] if target.endswith(".py") else target] = row[-1]
+    assert {name: shown.get(name) for name in cells} == cells
+    assert set(shown.values()) - set(cells.values()) <= {"– / – / –"}

@@ -65,26 +65,45 @@ def complete(row):
     return metrics.complete(row, "time_to_target") is not None
 
 
+def fastest(rows, settings):
+    """{(algorithm's label, scenario): its fastest configuration's row to the target over the
+    worker counts it ran (or, where none reached it, its most accurate one)}."""
+    section = settings["sections"][0]
+    shown = [row for row in rows if row["section"] == section and row["runs_ok"]]
+    best = {}
+    for name in dict.fromkeys(plan.label(row) for row in shown):
+        for scenario in settings["emulate"]["scenarios"]:
+            mine = [row for row in shown if row.get("scenario") == scenario
+                    and plan.label(row) == name]
+            reached = [row for row in mine if complete(row)]
+            best[name, scenario] = (
+                min(reached, key=lambda row: row["time_to_target"]) if reached else
+                max(mine, key=lambda row: row["final_accuracy"] or 0, default=None))
+    return best
+
+
 def choice_table(rows, settings):
     """One row per algorithm, one measured column per scenario: its fastest configuration's
     time to the target (over the worker counts it ran), mean (min–max over repeats)."""
     scenarios = settings["emulate"]["scenarios"]
-    section = settings["sections"][0]
-    shown = [row for row in rows if row["section"] == section and row["runs_ok"]]
-    algorithms = list(dict.fromkeys(plan.label(row) for row in shown))
-    lines = []
-    for name in algorithms:
-        cells = []
-        for scenario in scenarios:
-            mine = [row for row in shown if row.get("scenario") == scenario
-                    and plan.label(row) == name]
-            reached = [row for row in mine if complete(row)]
-            best = (min(reached, key=lambda row: row["time_to_target"]) if reached else
-                    max(mine, key=lambda row: row["final_accuracy"] or 0, default=None))
-            cells.append(cell(best))
-        lines.append([name] + cells)
+    best = fastest(rows, settings)
+    algorithms = list(dict.fromkeys(name for name, _ in best))
     return report.table(["Algorithm"] + ["%s: time to %.2f" % (scenario, settings["target"])
-                                         for scenario in scenarios], lines)
+                                         for scenario in scenarios],
+                        [[name] + [cell(best[name, scenario]) for scenario in scenarios]
+                         for name in algorithms])
+
+
+def readme_cells(raw):
+    """{example folder: its README cell, the mean seconds to the target per scenario of its
+    fastest configuration, "/"-separated ("–": not run, "no": not reached)}."""
+    settings = raw["settings"]
+    best = fastest(metrics.summarize(raw, settings["target"]), settings)
+    return {name: " / ".join(
+        "–" if best[name, scenario] is None else "%.1f" % mean(values(
+            best[name, scenario], "time_to_target")) if complete(best[name, scenario]) else "no"
+        for scenario in settings["emulate"]["scenarios"])
+        for name in dict.fromkeys(name for name, _ in best) if name in plan.BY_NAME}
 
 
 def measured_table(rows, raw):
