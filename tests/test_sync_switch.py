@@ -29,8 +29,8 @@ NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
 
 @pytest.mark.tf2
 def test_run_sh_reaches_accuracy_switching_at_global_step_250():
-    """`bash run.sh` with its defaults (--switch_at 0.25 of 1000): 250 synchronous updates (one step of each worker each),
-    then asynchronous steps, each one global step, to 1000."""
+    """`bash run.sh` with its defaults (--switch_at 0.25 of 1,000 global steps): 250 synchronous
+    updates (one step of each worker each), then asynchronous steps, each one global step."""
     code, text = run_script(["bash", example("Sync-Switch/run.sh")], cwd=ROOT)
     assert code == 0, text
     results = sorted(results_in(text), key=lambda r: r["task_index"])
@@ -171,8 +171,9 @@ def test_a_worker_killed_before_the_switch_ends_the_others_naming_it():
 
 
 def test_a_worker_killed_after_the_switch_lets_the_other_finish_as_in_hogwild():
-    """Switched at global step 100, worker1 is killed at its local step 150; worker0 goes on alone (held to
-    50 steps/s) to --train_steps, and the ps names the worker that never finished."""
+    """Switched at global step 100, worker1 is killed at its local step 150; worker0 goes on
+    alone (held to 50 steps/s) to --train_steps, and the ps names the worker that never
+    finished."""
     cluster = kill_worker1_at(150, ["--train_steps", "600", "--switch_at", "0.1667",
                                     "--timeout", "10"], step_delay="0.02")
     assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
