@@ -350,7 +350,7 @@ def test_the_straggler_alone_gets_the_step_delay():
 @pytest.mark.parametrize("algorithm, tasks", [
     ("AllReduce-SGD", ["worker0", "worker1"]), ("Gossip-SGD", ["worker0", "worker1"]),
     ("AD-PSGD", ["worker0", "worker1"]), ("Pipe-SGD", ["worker0", "worker1"]),
-    ("Local-SGD", ["ps0", "worker0", "worker1"]),
+    ("Local-SGD", ["ps0", "worker0", "worker1"]), ("Sync-Switch", ["ps0", "worker0", "worker1"]),
     (plan.BASELINE, ["worker0"])])
 def test_each_cluster_has_a_ps_only_where_its_script_has_one(algorithm, tasks):
     settings = {"budget": 100, "batch_size": 32, "seed": 0, "log_every": 10,

@@ -16,7 +16,8 @@ from helpers import (ROOT, LocalCluster, assert_no_process_left, has_parameter_s
 import shared_helpers
 
 SYNCHRONOUS = {"Synchronous-SGD", "Synchronous-SGD-different-learning-rates", "SAGN",
-               "Local-SGD", "AllReduce-SGD", "Pipe-SGD"}
+               "Local-SGD", "AllReduce-SGD", "Pipe-SGD",
+               "Sync-Switch"}  # (killed at step 50, before its switch at 250: synchronous)
 EXAMPLES = [os.path.relpath(path, ROOT) for path in shared_helpers.example_scripts()
             if "def example_parser" in open(path).read()]
 # On TensorFlow 2.x (the tests marked tf2, see conftest.py) the matrix runs one example of each

@@ -20,7 +20,7 @@ EXAMPLES = ["Non-Distributed_Setup.py", "Distributed-Setup/dist_setup.py",
             "AGN/AGN.py", "AEASGD/AEASGD.py", "EAMSGD/EAMSGD.py", "DynSGD/DynSGD.py",
             "Staleness-Aware-SGD/Staleness-Aware-SGD.py", "AllReduce-SGD/AllReduce-SGD.py",
             "Gossip-SGD/Gossip-SGD.py", "AD-PSGD/AD-PSGD.py", "Pipe-SGD/Pipe-SGD.py",
-            "Async-SVRG/Async-SVRG.py"]
+            "Async-SVRG/Async-SVRG.py", "Sync-Switch/Sync-Switch.py"]
 
 CNN = '''def model(images, classes):
     """A small convolutional network on the 8×8 digits."""

@@ -241,7 +241,8 @@ SHOWN_IN = {
     "diagrams/windowed.png": ["DOWNPOUR", "DOWNPOUR-Easy", "AGN"],
     "diagrams/elastic.png": ["AEASGD", "EAMSGD"],
     "diagrams/staleness.png": ["DynSGD", "Staleness-Aware-SGD"],
-    "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates"],
+    "diagrams/synchronous.png": ["Synchronous-SGD", "Synchronous-SGD-different-learning-rates",
+                                 "Sync-Switch"],
     "diagrams/synchronous-rounds.png": ["SAGN", "Local-SGD"],
     "diagrams/all-reduce.png": ["AllReduce-SGD", "Pipe-SGD"],
     "diagrams/decentralized.png": ["Gossip-SGD", "AD-PSGD"]}

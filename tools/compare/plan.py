@@ -129,6 +129,10 @@ ALGORITHMS = [
               minibatches=lambda workers: workers, replicas=True, min_workers=2,
               jin="asynchronous decentralized"),
     Algorithm("Hogwild", "Hogwild/Hogwild.py", "asynchronous", jin="asynchronous ps"),
+    # Synchronous SGD for the first quarter of the global steps (its --switch_at default, 250
+    # of 1000), then Hogwild: a global step is an update of either kind.
+    Algorithm("Sync-Switch", "Sync-Switch/Sync-Switch.py", "asynchronous",
+              jin="asynchronous ps"),
     # Hogwild with the lock it does without: the contrast that shows what Hogwild is.
     Algorithm("Hogwild-locked", "Hogwild/Hogwild.py", "asynchronous",
               extra_args=lambda workers: ["--use_locking"], jin="asynchronous ps"),
