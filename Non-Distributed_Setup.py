@@ -178,7 +178,9 @@ def check_training_flags(parser, args):
                          % (name, least, most, getattr(args, name)))
     for name, most in (("learning_rate", float("inf")), ("timeout", 10.0 ** 6),
                        ("step_delay", 3600.0), ("payload_mb", 4096.0)):
-        value, positive = getattr(args, name, 1.0), name in ("learning_rate", "timeout")
+        if not hasattr(args, name):  # (the one-process baseline has no --timeout)
+            continue
+        value, positive = getattr(args, name), name in ("learning_rate", "timeout")
         if not (0 < value < most if positive else 0 <= value <= most):
             parser.error("--%s must be a finite number %s, got %g" % (
                 name, "above 0" + (" and below %g" % most if most < float("inf") else "")

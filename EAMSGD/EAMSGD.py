@@ -268,7 +268,9 @@ def check_training_flags(parser, args):
                          % (name, least, most, getattr(args, name)))
     for name, most in (("learning_rate", float("inf")), ("timeout", 10.0 ** 6),
                        ("step_delay", 3600.0), ("payload_mb", 4096.0)):
-        value, positive = getattr(args, name, 1.0), name in ("learning_rate", "timeout")
+        if not hasattr(args, name):  # (the one-process baseline has no --timeout)
+            continue
+        value, positive = getattr(args, name), name in ("learning_rate", "timeout")
         if not (0 < value < most if positive else 0 <= value <= most):
             parser.error("--%s must be a finite number %s, got %g" % (
                 name, "above 0" + (" and below %g" % most if most < float("inf") else "")
@@ -328,10 +330,12 @@ def cluster_from_flags(parser, args):
                 "--" + name for name in ("job_name", "task_index") if getattr(args, name) is None),
             flags["job_name"], flags["task_index"]), flush=True)
     job_name, task_index = flags["job_name"], flags["task_index"]
-    defaults = {"ps_hosts": "localhost:2222" if uses_parameter_servers() else "",
-                "worker_hosts": "localhost:2223,localhost:2224"}
-    cluster = {job: host_list(parser, job + " hosts", defaults[job + "_hosts"] if flags[
-        job + "_hosts"] is None else flags[job + "_hosts"]) for job in ("ps", "worker")}
+    defaults = {"ps": "localhost:2222" if uses_parameter_servers() else "",
+                "worker": "localhost:2223,localhost:2224"}
+    cluster = {}
+    for job, default in defaults.items():
+        given = flags[job + "_hosts"]
+        cluster[job] = host_list(parser, job + " hosts", default if given is None else given)
     for job in ["worker"] + (["ps"] if uses_parameter_servers() else []):
         if not cluster[job]:
             parser.error("%s hosts: at least one host:port is needed" % job)
