@@ -26,7 +26,7 @@ def scalars(folder):
 # example with a window (a global step is a round of T local steps of every worker).
 @pytest.mark.tf2
 @pytest.mark.parametrize("script, args", [
-    ("Hogwild/Hogwild.py", ["--train_steps", "400", "--log_every", "50"]),
+    ("Hogwild/Hogwild.py", ["--train_steps", "400", "--log_every", "50", "--step_delay", "0.01"]),
     ("SAGN/SAGN.py", ["--train_steps", "60", "--log_every", "40"])])
 def test_every_worker_writes_its_loss_and_accuracy_to_the_final_step(script, args, tmp_path):
     log_dir = str(tmp_path / "logs")
@@ -34,6 +34,9 @@ def test_every_worker_writes_its_loss_and_accuracy_to_the_final_step(script, arg
     log_every = int(args[args.index("--log_every") + 1])
     for result in worker_results(cluster):
         curves = scalars(os.path.join(log_dir, "worker%d" % result["task_index"]))
+        if result["local_steps"] == 0:  # (Hogwild: it came up after the other had finished)
+            assert curves == {} and result["train_loss"] is None, (curves, result)
+            continue
         assert sorted(curves) == ["loss", "test_accuracy"], curves
         for tag, points in curves.items():
             steps = [step for step, _ in points]
