@@ -400,6 +400,35 @@ def test_replot_redraws_the_same_tables_from_raw_json(comparison, tmp_path):
     assert "[compare] run" not in text  # nothing ran again
 
 
+def test_resume_keeps_the_finished_runs_and_runs_only_the_missing_ones(comparison, tmp_path):
+    """An interrupted comparison (Hogwild's run lost), resumed with one more algorithm: only
+    Hogwild's and AGN's runs are made; the others are kept as they were."""
+    copy = str(tmp_path / "copy")
+    shutil.copytree(comparison[0], copy)
+    raw = load_raw(copy)
+    kept = [run for run in raw["runs"] if not run["key"].startswith("Hogwild|")]
+    assert len(kept) == 3
+    with open(os.path.join(copy, "raw.json"), "w") as out:
+        json.dump(dict(raw, runs=kept), out)
+    flags = ["--quick", "--workers", str(WORKERS), "--no_straggler", "--budget", str(BUDGET),
+             "--batch_size", str(BATCH_SIZE), "--target", str(TARGET), "--output", copy,
+             "--resume"]
+    with pytest.raises(SystemExit) as refused:  # other settings: refused, nothing run
+        run_in_process(flags + ["--only", "Hogwild", "--budget", str(BUDGET + 1)])
+    assert refused.value.code == 2
+    code, text = run_script([sys.executable, "-m", "tools.compare", "--only",
+                             "Hogwild,Synchronous-SGD,AGN"] + flags, timeout=600, cwd=ROOT)
+    assert code == 0, text
+    assert "(3 kept from raw.json, 2 to run)" in text and "[compare] run 2/2 " in text, text
+    assert "[compare] run 3/" not in text, text
+    resumed = load_raw(copy)
+    assert resumed["runs"][:3] == kept
+    assert sorted(run["key"].split("|")[0] for run in resumed["runs"][3:]) == ["AGN", "Hogwild"]
+    assert all(run["ok"] for run in resumed["runs"]) and len(resumed["plan"]) == 5
+    assert "Resumed on " in open(os.path.join(copy, "comparison.md")).read()
+    assert [row[2] for row in read_csv(copy)].count("AGN") == 2  # (both budgets' tables)
+
+
 def test_time_to_target_comes_from_the_curves_not_the_final_accuracy(comparison, tmp_path):
     """Cap every curve below the target: the final accuracies stay, and no run reaches the
     target any more."""

@@ -95,6 +95,10 @@ def add_output_flags(parser):
     parser.add_argument("--output", help="output folder (default: comparison/)")
     parser.add_argument("--replot", metavar="DIR",
                         help="redraw tables, plots and findings from DIR/raw.json; runs nothing")
+    parser.add_argument("--resume", action="store_true",
+                        help="add to --output's raw.json (same budget, batch, seed, repeats, "
+                             "target, scale): keep its finished runs and run only the missing "
+                             "or failed ones, of the plans of both commands")
     parser.add_argument("--plan", action="store_true",
                         help="print what would run (configurations, --train_steps) and write "
                              "raw.json with the plan and no runs; runs nothing")
@@ -222,6 +226,51 @@ def replot(directory, target=None):
     return 0
 
 
+# What a resumed comparison must share with the one it adds to (the rest, such as the
+# algorithms, scenarios and worker counts, may grow).
+SHARED_SETTINGS = ["mode", "budget", "batch_size", "seed", "repeats", "target", "log_every",
+                   "straggler_delay"]
+
+
+def resumed(parser, raw, output):
+    """raw of this command merged into output's raw.json: the plans' union, the earlier finished
+    runs, and the earlier settings, widened to this command's scenarios and algorithms."""
+    path = os.path.join(output, RAW_FILE)
+    try:
+        with open(path) as source:
+            earlier = json.load(source)
+    except (OSError, ValueError) as error:
+        parser.error("--resume: cannot read %s (%s)" % (path, error))
+    settings, before = raw["settings"], earlier["settings"]
+    differ = ["%s %s there, %s here" % (name, before.get(name), settings.get(name))
+              for name in SHARED_SETTINGS if before.get(name) != settings.get(name)]
+    scales = [(s.get("emulate") or {}).get("scale") for s in (before, settings)]
+    if scales[0] != scales[1]:
+        differ.append("scale %s there, %s here" % tuple(scales))
+    if differ:
+        parser.error("--resume: %s was made with other settings (%s): give the same ones, or "
+                     "another --output" % (path, "; ".join(differ)))
+    if settings.get("emulate"):
+        emulate, wider = before["emulate"], settings["emulate"]
+        for name in wider["scenarios"]:
+            if name not in emulate["scenarios"]:
+                emulate["scenarios"].append(name)
+                emulate["details"][name] = wider["details"][name]
+            known, added = emulate["only"].get(name, []), wider["only"].get(name)
+            if name in emulate["only"] and added:
+                emulate["only"][name] = known + [a for a in added if a not in known]
+            else:  # (no list: every algorithm)
+                emulate["only"].pop(name, None)
+    before["workers"] = sorted(set(before["workers"]) | set(settings["workers"]))
+    before.setdefault("resumed", []).append({key: settings[key] for key in ("command",
+                                                                           "machine")})
+    before["python"], before["run_timeout"] = settings["python"], settings["run_timeout"]
+    keys = {config["key"] for config in earlier["plan"]}
+    merged = earlier["plan"] + [config for config in raw["plan"] if config["key"] not in keys]
+    return {"settings": before, "plan": merged,
+            "runs": [run for run in earlier["runs"] if run["ok"]]}
+
+
 def announce(raw, output):
     """What is about to run, and what this checkout lacks."""
     for name in plan.unknown_example_folders():
@@ -231,10 +280,14 @@ def announce(raw, output):
     if missing:
         print("[compare] note: not in this checkout yet, skipped: %s" % ", ".join(missing))
     settings, configs = raw["settings"], raw["plan"]
-    print("[compare] %s mode: %d configuration(s) × %d repeat(s) = %d runs, budget %d (%s), "
+    kept = len(raw["runs"])
+    print("[compare] %s mode: %d configuration(s) × %d repeat(s) = %d runs%s, budget %d (%s), "
           "batch %d, on %d core(s) (TensorFlow %s); results in %s" % (
               settings["mode"], len(configs), settings["repeats"],
-              len(configs) * settings["repeats"], settings["budget"],
+              len(configs) * settings["repeats"],
+              " (%d kept from raw.json, %d to run)" % (
+                  kept, len(configs) * settings["repeats"] - kept) if kept else "",
+              settings["budget"],
               ", ".join(section for section in settings["sections"]), settings["batch_size"],
               settings["machine"]["cores"], settings["machine"]["tensorflow"], output), flush=True)
 
@@ -280,6 +333,8 @@ def main(argv=None):
     os.makedirs(output, exist_ok=True)
     settings["machine"] = machine_description(settings["python"])
     raw = {"settings": settings, "plan": plan.build_plan(algorithms, settings), "runs": []}
+    if options.resume:
+        raw = resumed(parser, raw, output)
     announce(raw, output)
     if options.plan:
         print_plan(raw)

@@ -138,7 +138,11 @@ def header(settings):
         "the start; %s. Command: `%s`." % (
             machine["cores"], machine["platform"], machine["python"], machine["tensorflow"],
             machine["matplotlib"], " ".join("%.2f" % l for l in machine["load_average_at_start"]),
-            machine["date"], settings["command"]),
+            machine["date"], settings["command"]) + "".join(
+                " Resumed on %s (load average %s) by `%s`, which ran only the runs missing." % (
+                    more["machine"]["date"], " ".join(
+                        "%.2f" % l for l in more["machine"]["load_average_at_start"]),
+                    more["command"]) for more in settings.get("resumed", [])),
         "Target test accuracy %.2f; %d repeat(s) per configuration, interleaved, all with seed "
         "%d; test accuracy evaluated every %d local steps of each worker." % (
             settings["target"], settings["repeats"], settings["seed"], settings["log_every"])]

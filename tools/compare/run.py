@@ -183,7 +183,9 @@ def run_all(raw, output, echo=False):
     busier later favours no algorithm, and repeat r of every configuration saw the same
     conditions), with progress and an ETA. Returns the seconds it took."""
     settings = raw["settings"]
-    queue = [(repeat, config) for repeat in range(settings["repeats"]) for config in raw["plan"]]
+    done = {(run["key"], run["repeat"]) for run in raw["runs"]}  # (kept by --resume)
+    queue = [(repeat, config) for repeat in range(settings["repeats"]) for config in raw["plan"]
+             if (config["key"], repeat) not in done]
     started = time.time()
     for number, (repeat, config) in enumerate(queue, 1):
         done = number - 1
