@@ -52,6 +52,40 @@ LONGEST = ("test_reliability.py::test_each_role_killed_and_restarted_in_turn",
            "test_synchronous.py::test_with_a_backup_worker_the_others_finish")
 
 
+# TESTS_CPU_LOG=FILE: each test's CPU seconds (its own process, the processes it waited for,
+# and the zygotes' children) and wall seconds, one line per test, for finding what makes the
+# suite slow on CI's 2 cores. (Linux /proc; a process a test left running is not counted.)
+CPU_LOG = os.environ.get("TESTS_CPU_LOG")
+
+
+def cpu_seconds(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return sum(map(int, fields[11:15])) / os.sysconf("SC_CLK_TCK")  # utime .. cstime
+
+
+def cpu_of_the_tests_processes():
+    import zygote
+    return cpu_seconds(os.getpid()) + sum(cpu_seconds(each.process.pid)
+                                          for each in zygote.ZYGOTES.values())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item):
+    if not CPU_LOG:
+        yield
+        return
+    import time
+    cpu, wall = cpu_of_the_tests_processes(), time.time()
+    yield
+    with open(CPU_LOG, "a") as log:
+        log.write("%.1f %.1f %s\n" % (cpu_of_the_tests_processes() - cpu, time.time() - wall,
+                                      item.nodeid))
+
+
 def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))  # (stable)
 
