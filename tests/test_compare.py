@@ -429,6 +429,13 @@ def test_resume_keeps_the_finished_runs_and_runs_only_the_missing_ones(compariso
     assert [row[2] for row in read_csv(copy)].count("AGN") == 2  # (both budgets' tables)
 
 
+@pytest.mark.parametrize("flags", [["--readme"], ["--readme", "--quick", "--plan"]])
+def test_readme_is_refused_without_an_emulated_comparison(flags):
+    with pytest.raises(SystemExit) as refused:
+        run_in_process(flags)
+    assert refused.value.code == 2
+
+
 def test_time_to_target_comes_from_the_curves_not_the_final_accuracy(comparison, tmp_path):
     """Cap every curve below the target: the final accuracies stay, and no run reaches the
     target any more."""

@@ -147,7 +147,7 @@ def choosing_table():
 
 def test_the_choosing_table_shows_what_the_benchmark_last_recorded():
     """The measured columns of "Choosing an algorithm" are the results block's numbers, for
-    every example in it; after `tools/benchmark.py --readme`, update them too."""
+    every example in it (`tools/benchmark.py --readme` writes both)."""
     with open(benchmark.RECORD) as record:
         summaries = json.load(record)["summaries"]
     measured = {"test accuracy": ("test_accuracy", 4),
@@ -176,6 +176,21 @@ def test_the_choosing_table_shows_what_the_benchmark_last_recorded():
                              % (entry, name, row[i], benchmark.fmt(value, digits)))
     assert wrong == []
     assert sorted(shown) == sorted({e.split("/")[0] for e in entries})
+
+
+def test_the_benchmark_writes_the_choosing_tables_measured_cells():
+    """`--readme` rewrites them from its run: the committed README from the committed record,
+    and "-" for an example the run did not measure."""
+    with open(benchmark.RECORD) as record:
+        summaries = json.load(record)["summaries"]
+    text = open(README).read()
+    assert benchmark.with_choosing_table(text, summaries) == text
+    left_out = next(s for s in summaries if s["entry"].startswith("AGN/"))
+    rewritten = benchmark.with_choosing_table(text, [s for s in summaries if s is not left_out])
+    changed = [(old, new) for old, new in zip(text.splitlines(), rewritten.splitlines())
+               if old != new]
+    assert len(changed) == 1 and changed[0][0].startswith("| [AGN](AGN/) |"), changed
+    assert changed[0][1].endswith("| - | - | - | %s |" % changed[0][0].split(" | ")[-1][:-2])
 
 
 def test_the_results_table_is_the_one_the_benchmark_last_recorded():
@@ -239,7 +254,10 @@ def test_the_choosing_tables_emulated_column_is_the_committed_emulated_compariso
     configuration in results/emulated/raw.json, as tools/compare computes them."""
     from compare import emulated
     with open(os.path.join(ROOT, "results", "emulated", "raw.json")) as record:
-        cells = emulated.readme_cells(json.load(record))
+        raw = json.load(record)
+    cells = emulated.readme_cells(raw)
+    text = open(README).read()
+    assert emulated.with_readme_column(text, raw) == text  # (what --readme writes)
     header, rows = choosing_table()
     assert header[-1] == "emulated ResNet-50: s to 0.92, 10 Gb/s / 1 Gb/s / stragglers"
     shown = {}

@@ -3,9 +3,11 @@
 This is the main job of `bash setup.sh`: each example's run.sh (and the one-process baseline) runs
 once, start to prompt, and the table shows its wall time, steps per second, test accuracy and
 time from launch to the target accuracy, beside the project's speed targets. With --repeats 3
-it reports medians; with --readme it rewrites the results section of README.md from the run.
+it reports medians; with --readme it rewrites README.md's results and its choosing table's
+measured columns from the run.
 With --soak SECONDS it instead trains one example (Hogwild unless --only names another) for that
-long, counted from its first progress line, and prints every task's resident memory over time, and how fast it grows once warmed up.
+long, counted from its first progress line, and prints every task's resident memory over time,
+and how fast it grows once warmed up.
 With --peers it runs Hogwild, AGN and Synchronous-SGD beside the programs a user would pick
 instead (tools/peers/: TF2's ParameterServerStrategy, PyTorch DDP and shared-memory Hogwild),
 interleaved, and prints the figures and the ratios ours/peer beside the targets; Hogwild, AGN
@@ -226,10 +228,50 @@ def readme_section(text):
     return text[start:end].strip()
 
 
+# The measured columns of the README's "Choosing an algorithm" table: the record's key and
+# digits (None: the run.sh wall over the one-process wall of the same run).
+CHOOSING_COLUMNS = {"test accuracy": ("test_accuracy", 4),
+                    "launch → %.2f s" % TARGET_ACCURACY: ("launch_to_target_seconds", 1),
+                    "steps/s together": ("aggregate_steps_per_second", 0),
+                    "× the one-process wall": (None, 2)}
+
+
+def choosing_cells(row, header, summaries):
+    """A row of the Choosing table with its measured cells from summaries ("-": an example
+    the record lacks)."""
+    target = re.search(r"\]\(([^)]+)\)", row[0]).group(1).rstrip("/")
+    summary = next((s for s in summaries
+                    if s["entry"] == target or s["entry"].startswith(target + "/")), None)
+    cells = list(row)
+    for i, name in enumerate(header):
+        if name in CHOOSING_COLUMNS:
+            key, digits = CHOOSING_COLUMNS[name]
+            cells[i] = "-" if summary is None else fmt(
+                wall_ratio(summary, summaries) if key is None else summary[key], digits)
+    return cells
+
+
+def with_choosing_table(text, summaries):
+    """text with the Choosing table's measured cells rewritten from summaries."""
+    start = text.index("## Choosing an algorithm")
+    end = text.index("\n## ", start + 1)
+    lines, header = text[start:end].split("\n"), None
+    for n, line in enumerate(lines):
+        if not line.startswith("|") or set(line) <= set("|- "):
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+        else:
+            lines[n] = "| %s |" % " | ".join(choosing_cells(cells, header, summaries))
+    return text[:start] + "\n".join(lines) + text[end:]
+
+
 def update_readme(report):
     text = open(README).read()
     start, end = section_bounds(text)
-    open(README, "w").write(text[:start] + "\n" + render(report) + "\n" + text[end:])
+    text = text[:start] + "\n" + render(report) + "\n" + text[end:]
+    open(README, "w").write(with_choosing_table(text, report["summaries"]))
     os.makedirs(os.path.dirname(RECORD), exist_ok=True)
     with open(RECORD, "w") as out:
         json.dump(report, out, indent=1)
@@ -651,7 +693,8 @@ def main(argv=None):
                         help="only measure CPU time per step of one process and of one ps + "
                              "one worker, to show where a distributed step's time goes")
     parser.add_argument("--readme", action="store_true",
-                        help="rewrite README.md's results section from this run")
+                        help="rewrite README.md's results section, and the measured columns "
+                             "of its \"Choosing an algorithm\", from this run")
     parser.add_argument("--soak", type=float, metavar="SECONDS",
                         help="only train one example (the first of --only, default Hogwild) "
                              "this long, and print its tasks' memory (RSS) over time")

@@ -20,6 +20,7 @@ Run from the repository's root:
     python -m tools.compare --plan                # what would run, and each --train_steps
     python -m tools.compare --replot comparison   # tables, plots, findings again from raw.json
     python -m tools.compare --only AGN --resume   # add to comparison/: run only what it lacks
+    python -m tools.compare --replot results/emulated --readme   # README's emulated column
     python -m tools.compare --emulate datacenter,commodity --workers 1,4,16   # emulated clusters
 
 --emulate runs every configuration on an emulated cluster of a real setting (tools/emulate,

@@ -95,6 +95,10 @@ def add_output_flags(parser):
     parser.add_argument("--output", help="output folder (default: comparison/)")
     parser.add_argument("--replot", metavar="DIR",
                         help="redraw tables, plots and findings from DIR/raw.json; runs nothing")
+    parser.add_argument("--readme", action="store_true",
+                        help="with --emulate, or --replot of an emulated comparison: rewrite "
+                             "the emulated column of README.md's \"Choosing an algorithm\" "
+                             "from this raw.json (the committed results/emulated/ is shown so)")
     parser.add_argument("--resume", action="store_true",
                         help="add to --output's raw.json (same budget, batch, seed, repeats, "
                              "target, scale): keep its finished runs and run only the missing "
@@ -223,7 +227,18 @@ def replot(directory, target=None):
     rows, found = report.write_report(raw, directory)
     print(scaling_tables(rows) + "\n\n" + found)
     print("[compare] redrawn from %s" % os.path.join(directory, RAW_FILE))
-    return 0
+    return raw
+
+
+def write_readme_column(raw):
+    """README.md's emulated column from raw (an emulated comparison)."""
+    from .emulated import with_readme_column
+    path = os.path.join(plan.ROOT, "README.md")
+    with open(path) as source:
+        text = source.read()
+    with open(path, "w") as out:
+        out.write(with_readme_column(text, raw))
+    print("[compare] README.md's emulated column rewritten from this comparison")
 
 
 # What a resumed comparison must share with the one it adds to (the rest, such as the
@@ -325,7 +340,14 @@ def main(argv=None):
     if options.replot:
         if not os.path.isfile(os.path.join(options.replot, RAW_FILE)):
             parser.error("--replot: no %s in %s" % (RAW_FILE, options.replot))
-        return replot(options.replot, options.target)
+        raw = replot(options.replot, options.target)
+        if options.readme:
+            if raw["settings"]["mode"] != "emulated":
+                parser.error("--readme: %s is not an emulated comparison" % options.replot)
+            write_readme_column(raw)
+        return 0
+    if options.readme and not options.emulate:
+        parser.error("--readme needs --emulate (or --replot DIR of an emulated comparison)")
     algorithms, settings = settings_from(options, parser, argv)
     if options.emulate and not options.plan and can_make_namespaces():
         parser.error("--emulate cannot run here: %s" % can_make_namespaces())
@@ -340,4 +362,7 @@ def main(argv=None):
         print_plan(raw)
         save_raw(raw, output)
         return 0
-    return run_and_report(raw, output, options.verbose)
+    code = run_and_report(raw, output, options.verbose)
+    if options.readme and code != 130:
+        write_readme_column(raw)
+    return code

@@ -3,6 +3,7 @@ measured choice of an algorithm per scenario, the findings and each seed paper's
 per scenario Jin et al.'s table, the results table and the emulation's configured settings
 against what was measured. Everything from raw.json, as the other report."""
 import os
+import re
 
 from . import findings, metrics, plan, plots, report
 from .metrics import mean, values
@@ -104,6 +105,23 @@ def readme_cells(raw):
             best[name, scenario], "time_to_target")) if complete(best[name, scenario]) else "no"
         for scenario in settings["emulate"]["scenarios"])
         for name in dict.fromkeys(name for name, _ in best) if name in plan.BY_NAME}
+
+
+def with_readme_column(text, raw):
+    """The README's text with the last column of its "Choosing an algorithm" table rewritten
+    from raw ("– / – / –" for an example the comparison did not run)."""
+    cells = readme_cells(raw)
+    start = text.index("## Choosing an algorithm")
+    end = text.index("\n## ", start + 1)
+    lines = text[start:end].split("\n")
+    for n, line in enumerate(lines):
+        link = re.match(r"\| \[[^\]]*\]\(([^)]+)\)", line)
+        if link:
+            target = link.group(1).rstrip("/")
+            name = target[:-len(".py")] if target.endswith(".py") else target
+            lines[n] = line[:line.rstrip(" |").rindex(" | ") + 3] + cells.get(
+                name, " / ".join(["–"] * len(raw["settings"]["emulate"]["scenarios"]))) + " |"
+    return text[:start] + "\n".join(lines) + text[end:]
 
 
 def measured_table(rows, raw):
