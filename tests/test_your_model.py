@@ -31,6 +31,14 @@ CNN = '''def model(images, classes):
 '''
 
 
+def test_the_cnn_is_tried_in_every_example():
+    """A new example cannot miss the proof that any TF1 model works in it."""
+    import shared_helpers  # (tools/, which helpers put on the path)
+    found = sorted(os.path.relpath(path, shared_helpers.ROOT)
+                   for path in shared_helpers.example_scripts())
+    assert sorted(EXAMPLES) == found
+
+
 def with_definition(source, definition):
     """source with its top-level function of the same name as definition's replaced by it."""
     name = re.match(r"def (\w+)\(", definition).group(1)
