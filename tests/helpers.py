@@ -86,6 +86,12 @@ def listening(host):
 # step the chief alone would need 10 s; a worker that waited for a 30 s poll would still miss it.
 UNHURRIED_CHIEF = ["--step_delay", "0.01"]
 
+# --timeout of a test that kills or cuts a task once the cluster trains: the survivors wait that
+# long for it (idle), and the cluster's start must fit in it too. 10 s did not always: in a
+# fresh-clone CI run on the 2 cores, neither worker of a 3-task cluster had reported to the ps
+# 10 s after the ps started, and the ps gave them up as never come up.
+AFTER_START_TIMEOUT = "20"
+
 
 def start_the_chief_last(cluster):
     """Start the ps and the other workers, and the chief once their servers listen: they then

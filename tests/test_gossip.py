@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
-                    load_example, LocalCluster, output, rejected, results_in, ROOT, run_cluster,
-                    run_script, worker_results)
+from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
+                    free_ports, load_example, LocalCluster, output, rejected, results_in, ROOT,
+                    run_cluster, run_script, worker_results)
 from test_synchronous import SHARD, gradient
 
 GOSSIP = "Gossip-SGD/Gossip-SGD.py"
@@ -200,7 +200,7 @@ def test_a_killed_worker_ends_the_others_within_the_timeout_naming_it(victim):
     every worker must be done before any may leave, and the dead one never will be. worker0 is
     also the one that hands out the start and collects the end."""
     cluster = LocalCluster(example(GOSSIP), workers=3, echo=False, args=[
-        "--train_steps", "1000000", "--log_every", "50", "--timeout", "10"])
+        "--train_steps", "1000000", "--log_every", "50", "--timeout", AFTER_START_TIMEOUT])
     try:
         cluster.start()
         watch = "worker1"

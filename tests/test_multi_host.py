@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from helpers import LocalCluster, assert_no_process_left, example, output, worker_results
+from helpers import (AFTER_START_TIMEOUT, LocalCluster, assert_no_process_left, example, output,
+                     worker_results)
 
 SUBNET = "10.199.%d.%d"
 HOSTS = ("ps0", "worker0", "worker1")
@@ -140,7 +141,7 @@ def test_a_cluster_across_three_hosts_trains(network, script):
 def test_cutting_a_workers_link_ends_everything_in_bounded_time(network):
     script = "Hogwild/Hogwild.py" if "Hogwild/Hogwild.py" in EXAMPLES else EXAMPLES[0]
     cluster = start(network, script, ["--train_steps", "5000", "--log_every", "100",
-                                      "--timeout", "8"])
+                                      "--timeout", AFTER_START_TIMEOUT])
     try:
         assert cluster.wait_for_line("worker1", r"step 100 ", 180), output(cluster)
         network.cut("worker1")
@@ -159,10 +160,10 @@ def test_cutting_a_workers_link_ends_everything_in_bounded_time(network):
 
 def test_a_link_flap_shorter_than_the_timeout_is_ridden_out(network):
     """The ps's link goes down for 3 s and comes back. Liveness is judged by progress over
-    --timeout (10 s), not by one failed look at a port: nobody gives up, training completes."""
+    --timeout (20 s), not by one failed look at a port: nobody gives up, training completes."""
     script = "Hogwild/Hogwild.py" if "Hogwild/Hogwild.py" in EXAMPLES else EXAMPLES[0]
     cluster = start(network, script, ["--train_steps", "4000", "--log_every", "100",
-                                      "--timeout", "10"])
+                                      "--timeout", AFTER_START_TIMEOUT])
     try:
         assert cluster.wait_for_line("worker1", r"step 100 ", 180), output(cluster)
         network.cut("ps0")

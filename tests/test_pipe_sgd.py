@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
-                    load_example, LocalCluster, output, rejected, results_in, ROOT, run_cluster,
-                    run_script, worker_results)
+from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
+                    free_ports, load_example, LocalCluster, output, rejected, results_in, ROOT,
+                    run_cluster, run_script, worker_results)
 from test_asynchronous import SERVERS
 from test_fidelity import ancestors
 from test_synchronous import SHARD, assert_parameters_close, gradient
@@ -186,7 +186,7 @@ def test_a_killed_worker_ends_the_others_within_the_timeout_naming_it():
     (the group leader, worker0, killed: tests/test_reliability.py's matrix)."""
     victim, survivor = "worker1", "worker0"
     cluster = LocalCluster(example(PIPE_SGD), workers=2, echo=False, args=[
-        "--train_steps", "1000000", "--log_every", "50", "--timeout", "10"])
+        "--train_steps", "1000000", "--log_every", "50", "--timeout", AFTER_START_TIMEOUT])
     try:
         cluster.start()
         assert cluster.wait_for_line(victim, r"step 100 ", 120), output(cluster)

@@ -14,8 +14,8 @@ import signal
 import numpy as np
 import pytest
 
-from helpers import (assert_no_process_left, example, last_checkpoint_step, load_example,
-                    LocalCluster, output, rejected, run_cluster, run_script, ROOT,
+from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, example, last_checkpoint_step,
+                    load_example, LocalCluster, output, rejected, run_cluster, run_script, ROOT,
                     results_in, worker_results)
 from test_asynchronous import cluster_flags, worker_args
 from test_fidelity import ancestors
@@ -164,7 +164,7 @@ def kill_worker1_at(local_step, args, step_delay="0"):
 def test_a_worker_killed_before_the_switch_ends_the_others_naming_it():
     """As in Synchronous-SGD without backup workers: no update can complete without it."""
     cluster = kill_worker1_at(100, ["--train_steps", "1000000", "--switch_at", "1",
-                                    "--timeout", "10"])
+                                    "--timeout", AFTER_START_TIMEOUT])
     assert cluster.returncodes() == {"ps0": 1, "worker0": RETRYABLE, "worker1": -signal.SIGKILL}
     port = cluster.worker_hosts[1]
     assert re.search(r"\[worker0\] error: worker1 \(%s\) is gone before the end of training "
@@ -176,7 +176,7 @@ def test_a_worker_killed_after_the_switch_lets_the_other_finish_as_in_hogwild():
     alone (held to 50 steps/s) to --train_steps, and the ps names the worker that never
     finished."""
     cluster = kill_worker1_at(150, ["--train_steps", "600", "--switch_at", "0.1667",
-                                    "--timeout", "10"], step_delay="0.02")
+                                    "--timeout", AFTER_START_TIMEOUT], step_delay="0.02")
     assert cluster.returncodes() == {"ps0": 1, "worker0": 0, "worker1": -signal.SIGKILL}
     result = cluster.task("worker0").result()
     assert result["synchronous_local_steps"] == 100 and result["global_step"] >= 600

@@ -17,8 +17,8 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import (assert_no_process_left, data_and_initial_theta, example, free_ports,
-                    last_checkpoint_step, listening, load_example, LocalCluster, output,
+from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
+                    free_ports, last_checkpoint_step, listening, load_example, LocalCluster, output,
                     results_in, ROOT, run_cluster, run_script, start_the_chief_last, wait_until,
                     worker_results)
 from test_asynchronous import cluster_flags, in_process_cluster, worker_args
@@ -302,7 +302,8 @@ def kill_mid_run(script, workers, victim, args, started_after_the_kill=()):
 
 
 def test_without_backup_workers_a_dead_worker_ends_everyone_with_its_name():
-    cluster = kill_mid_run(SSGD, 2, "worker1", ["--train_steps", "1000000", "--timeout", "10"])
+    cluster = kill_mid_run(SSGD, 2, "worker1", ["--train_steps", "1000000",
+                                                "--timeout", AFTER_START_TIMEOUT])
     assert cluster.returncodes() == {"ps0": 1, "worker0": 138, "worker1": -signal.SIGKILL}
     port = cluster.worker_hosts[1]
     assert re.search(r"\[worker0\] error: worker1 \(%s\) is gone before the end of training "
