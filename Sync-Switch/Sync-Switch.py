@@ -110,7 +110,9 @@ def train(args, server, watchdog):
     # watch over the peers read args.train_steps), so it gets a copy of args that says s.
     until_the_switch = argparse.Namespace(**dict(vars(args), train_steps=args.switch_step))
     synchronous = SynchronousTrainingHook(until_the_switch, server, graph, watchdog)
-    with training_session(args, server, graph, watchdog, hooks=[synchronous]) as (sess, loop):
+    scaffold = tf.train.Scaffold()
+    with training_session(args, server, graph, watchdog, hooks=[synchronous],
+                          scaffold=scaffold) as (sess, loop):
         # Sync-Switch: synchronous steps until a token holds a global step ≥ s. A worker that
         # starts (or restarts) after the switch reads a global step ≥ s and skips this loop.
         while loop.running() and loop.global_step < args.switch_step:
@@ -120,6 +122,12 @@ def train(args, server, watchdog):
         # nothing, and a session re-created later (a restarted ps) starts no aggregation.
         synchronous.stop()
         until_the_switch.train_steps = 0
+        # Sync-Switch: a checkpoint at s, so that a ps restarted later restores a step ≥ s (a
+        # worker that read a step below s would wait for an aggregation that has ended).
+        if is_chief(args) and args.log_dir:
+            sess.run_step_fn(lambda step_context: scaffold.saver.save(
+                step_context.session, os.path.join(args.log_dir, "model.ckpt"),
+                graph["global_step"]))
         switched = {"synchronous_local_steps": loop.local_steps,
                     "synchronous_seconds": round(time.time() - loop.started, 3)}
         if loop.local_steps % args.log_every and loop.running():  # a progress line at s

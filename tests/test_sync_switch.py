@@ -183,3 +183,38 @@ def test_a_worker_killed_after_the_switch_lets_the_other_finish_as_in_hogwild():
     assert re.search(r"worker1 \(\S+\) stopped without finishing; 1 of 2 workers finished",
                      output(cluster, "ps0")), output(cluster)
     assert "is gone" not in output(cluster, "worker0")
+
+
+def test_a_ps_restarted_after_the_switch_restores_a_step_after_it(tmp_path):
+    """The chief checkpoints θ at the switch (s = 200 here, --checkpoint_every longer than the
+    run, so the step-0 checkpoint is the only other one): ps0 killed and restarted after the
+    switch gets θ back from a step ≥ s, and worker1, restarted then, goes straight to the
+    asynchronous steps. (From a step below s it would wait for an aggregation that has ended,
+    until --timeout.) Every task ends with 0."""
+    log_dir = str(tmp_path / "logs")
+    cluster = LocalCluster(example(SYNC_SWITCH), workers=2, echo=False, args=[
+        "--train_steps", "2000", "--switch_at", "0.1", "--step_delay", "0.01", "--log_every",
+        "50", "--checkpoint_every", "100000", "--log_dir", log_dir,
+        "--timeout", AFTER_START_TIMEOUT])
+    try:
+        cluster.start()
+        assert cluster.wait_for(lambda: cluster.failed() or last_checkpoint_step(log_dir) > 0,
+                                120), output(cluster)
+        saved = last_checkpoint_step(log_dir)  # the switch's, taken while training goes on
+        assert 200 <= saved < 2000 and not cluster.failed(), (saved, output(cluster))
+        for name in ("ps0", "worker1"):
+            task = cluster.task(name)
+            cluster.kill(name)
+            task.process.wait()
+            cluster.start_task(task, cluster.command(task))
+            if name == "ps0":
+                assert cluster.wait_for_line("worker0", r"resuming from", 60), output(cluster)
+        assert cluster.wait(120), output(cluster)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert set(cluster.returncodes().values()) == {0}, output(cluster)
+    resumed = re.findall(r"resuming from \S+-(\d+)", output(cluster, "worker0"))
+    assert resumed and int(resumed[-1]) >= 200, output(cluster, "worker0")
+    result = cluster.task("worker1").result()
+    assert result["synchronous_local_steps"] == 0 and result["global_step"] >= 2000, result
