@@ -24,7 +24,7 @@ from helpers import ROOT, run_script
 
 import compare  # tools/compare/ (helpers put tools/ on the path)
 from emulate import SCENARIOS, can_make_namespaces, emulation
-from emulate.network import NAME_PREFIX, Network, measure_link, sweep_stale_namespaces
+from emulate.network import NAME_PREFIX, Network, measure_both_ways, sweep_stale_namespaces
 
 pytestmark = [pytest.mark.filterwarnings("ignore:'.*' deprecated - use '.*'"),
               pytest.mark.xdist_group("emulate")]
@@ -84,15 +84,16 @@ def test_namespaces_left_by_a_killed_emulator_are_swept():
 @pytest.mark.parametrize("rate", [20e6, 200e6])
 def test_a_shaped_link_delivers_its_rate(rate):
     """A bulk TCP transfer through two links shaped at `rate`, each way, achieves it within
-    15 %; between unshaped links of the same network it is much faster (the shaping is what
-    limits it). 200 Mb/s at most: under the suite's load a Python sender on 2 cores cannot
-    fill 1 Gb/s (it measured 30 % of it)."""
+    15 % (the best of 3, as the emulator measures: under the suite's load one transfer whose
+    sender or receiver waited for a CPU measured nothing); between unshaped links of the same
+    network it is much faster (the shaping is what limits it). 200 Mb/s at most: under the
+    suite's load a Python sender on 2 cores cannot fill 1 Gb/s (it measured 30 % of it)."""
     with Network({"ps0": rate, "worker0": rate, "worker1": None, "worker2": None}) as net:
-        for sender, receiver in (("worker0", "ps0"), ("ps0", "worker0")):
-            achieved = measure_link(net, sender, receiver)
-            assert abs(achieved / rate - 1) <= TOLERANCE, (sender, receiver, achieved)
+        for way, achieved in measure_both_ways(net, "worker0", "ps0").items():
+            assert achieved and abs(achieved / rate - 1) <= TOLERANCE, (way, achieved)
         if rate < 1e8:
-            assert measure_link(net, "worker1", "worker2") > 5 * rate
+            assert (measure_both_ways(net, "worker1", "worker2", tries=1)["to_worker2"] or 0) > (
+                5 * rate)
 
 
 @pytest.fixture(scope="module")
@@ -165,9 +166,12 @@ def test_the_emulated_link_and_compute_are_what_was_configured(comparison):
     assert len(workers) == WORKERS
     over = []
     for name, worker in workers.items():
-        # the emulated compute time, as the worker slept it
-        assert abs(worker["compute_slept_seconds"] / worker["compute_seconds"] - 1) <= (
-            TOLERANCE), (name, worker)
+        # the emulated compute time, as the worker slept it: never less than configured, and
+        # more by 15 % at most, or by what the machine added (a sleep that ends waits for a
+        # CPU too, which counts in the wait: a loaded run slept 10.1 ms of 8.5 ms a step)
+        slept, configured = worker["compute_slept_seconds"], worker["compute_seconds"]
+        assert configured * 0.999 <= slept <= configured * (1 + TOLERANCE) + max(
+            0, worker["cpu_wait_seconds_per_step"]), (name, worker)
         # the configured sleep, plus what this machine added: the time waited for a CPU
         assert worker["compute_measured_seconds"] == pytest.approx(
             worker["compute_seconds"] + worker["cpu_wait_seconds_per_step"]), (name, worker)

@@ -260,7 +260,10 @@ def measure_link(network, sender, receiver, seconds=0.4, warmup=0.1, port=5201):
 
 def measure_both_ways(network, one, other, tries=3):
     """measure_link from one to other, then back, the best of `tries` each way: {"to_<other>":
-    bits/s, "from_<other>": bits/s}. What the shaped path can deliver is the best transfer: on
-    a loaded machine a sender that waits for a CPU measures less than the link carries."""
-    return {"to_" + other: max(measure_link(network, one, other) for _ in range(tries)),
-            "from_" + other: max(measure_link(network, other, one) for _ in range(tries))}
+    bits/s, "from_<other>": bits/s}, None where no try measured. What the shaped path can
+    deliver is the best transfer: on a loaded machine a sender or a receiver that waits for a
+    CPU measures less than the link carries, or nothing at all."""
+    def best(sender, receiver):
+        rates = [measure_link(network, sender, receiver) for _ in range(tries)]
+        return max((rate for rate in rates if rate is not None), default=None)
+    return {"to_" + other: best(one, other), "from_" + other: best(other, one)}
