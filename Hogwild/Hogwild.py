@@ -904,9 +904,12 @@ def worker_iterator(images, labels, worker, workers, batch_size, seed):
 class Model:
     """Your load_data() and model(), as the algorithms use them: θ is the list of variables
     model() makes; model() is called again with θ's values (tensors) in their place."""
+    loaded = (None, None)  # (args, load_data(args)): the data are loaded once per task
 
     def __init__(self, args):
-        (train_images, train_labels), (test_images, test_labels) = load_data(args)
+        if Model.loaded[0] is not args:  # (the check before the servers, then the graph)
+            Model.loaded = (args, load_data(args))
+        (train_images, train_labels), (test_images, test_labels) = Model.loaded[1]
         self.train_images, self.test_images = (np.asarray(train_images, np.float32),
                                                np.asarray(test_images, np.float32))
         self.train_labels, self.test_labels = (np.asarray(train_labels, np.int64),

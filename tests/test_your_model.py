@@ -138,6 +138,20 @@ def test_a_log_dir_of_another_model_is_refused_by_every_task_naming_the_variable
                               ["--log_dir", log_dir])
 
 
+def test_every_task_loads_the_data_once(tmp_path):
+    """The check before the servers start and the graph share one load_data(args): a user's
+    data set is read once per task, not twice."""
+    counted = user_copy(tmp_path, "Hogwild/Hogwild.py", '''def load_data(args):
+    print("load_data(args) called", flush=True)
+    from sklearn.datasets import load_digits
+    images, labels = load_digits(return_X_y=True)
+    return (images[:1400] / 16.0, labels[:1400]), (images[1400:] / 16.0, labels[1400:])
+''')
+    cluster = run_cluster(counted, args=["--train_steps", "20"])
+    for task in cluster.tasks:
+        assert output(cluster, task.name).count("load_data(args) called") == 1, output(cluster)
+
+
 def test_the_default_split_is_a_fifth_for_testing_and_the_classes_come_from_the_labels():
     module = load_example("Hogwild/Hogwild.py")
     args = module.parse_flags(["--job_name", "worker", "--task_index", "0"])
