@@ -38,6 +38,11 @@ def test_the_cnn_is_tried_in_every_example():
                    for path in shared_helpers.example_scripts())
     assert sorted(EXAMPLES) == found
 
+# Where the defaults, tuned for the MLP, leave the CNN short of the bar. DOWNPOUR-Easy's plain
+# SGD at 1000 global steps ended at 0.90-0.96 in 4 runs (a CI run: below 0.9), DOWNPOUR's Adagrad
+# and AGN at 0.97; at 2000 steps 0.975-0.983 in 3. (A smaller rate, 0.025: 0.90-0.94.)
+CNN_FLAGS = {"DOWNPOUR-Easy/DOWNPOUR.py": ["--train_steps", "2000"]}
+
 
 def with_definition(source, definition):
     """source with its top-level function of the same name as definition's replaced by it."""
@@ -67,7 +72,7 @@ def test_a_tf_layers_cnn_in_the_slot_trains_to_the_accuracy_bar(script, tmp_path
         assert code == 0, text
         results = results_in(text)
     else:
-        results = worker_results(run_cluster(copy, workers=2))
+        results = worker_results(run_cluster(copy, workers=2, args=CNN_FLAGS.get(script, [])))
     assert results and all(r["test_accuracy"] >= 0.9 for r in results), results
 
 
