@@ -19,6 +19,7 @@ from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, example, last_
                     results_in, worker_results)
 from test_asynchronous import cluster_flags, worker_args
 from test_fidelity import ancestors
+from test_lifecycle import kill_and_restart
 from test_synchronous import (SHARD, assert_parameters_close, gradient, ps_says_all_done,
                               shards_and_initial_parameters)
 
@@ -202,13 +203,9 @@ def test_a_ps_restarted_after_the_switch_restores_a_step_after_it(tmp_path):
                                 120), output(cluster)
         saved = last_checkpoint_step(log_dir)  # the switch's, taken while training goes on
         assert 200 <= saved < 2000 and not cluster.failed(), (saved, output(cluster))
-        for name in ("ps0", "worker1"):
-            task = cluster.task(name)
-            cluster.kill(name)
-            task.process.wait()
-            cluster.start_task(task, cluster.command(task))
-            if name == "ps0":
-                assert cluster.wait_for_line("worker0", r"resuming from", 60), output(cluster)
+        kill_and_restart(cluster, "ps0")
+        assert cluster.wait_for_line("worker0", r"resuming from", 60), output(cluster)
+        kill_and_restart(cluster, "worker1")
         assert cluster.wait(120), output(cluster)
     finally:
         cluster.stop()
