@@ -11,7 +11,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from launch import RESULT_PATTERN, LocalCluster, free_ports  # noqa: E402,F401
+from launch import RESULT_PATTERN, LocalCluster, free_ports, results_table  # noqa: E402,F401
 
 # Every example script's run.sh, and the launcher, need no more than this to finish a short run.
 RUN_TIMEOUT = 120
@@ -151,6 +151,23 @@ def run_cluster(relative_path, workers=2, args=(), timeout=RUN_TIMEOUT, chief_la
     assert all(code == 0 for code in cluster.returncodes().values()), (
         "%s\n%s" % (cluster.returncodes(), output(cluster)))
     return cluster
+
+
+def run_sh(relative_path, cwd=ROOT):
+    """The output of `bash run.sh` with its defaults (relative_path: an example's script), every
+    process having exited 0. On TensorFlow 2.x, the cluster that run.sh starts (the launcher's
+    defaults) from the zygote instead, and the launcher's results table: the launcher and
+    run.sh do not depend on TensorFlow (test_launcher.py runs them on 2.x), and each real
+    process would import TensorFlow 2.x again, 4-5 s of CPU per task."""
+    if tf_major_version() < 2:
+        code, text = run_script(["bash", os.path.join(os.path.dirname(example(relative_path)),
+                                                      "run.sh")], cwd=cwd)
+        assert code == 0, text
+        return text
+    started = time.monotonic()
+    cluster = run_cluster(relative_path)
+    return "\n".join([line for task in cluster.tasks for line in task.lines]
+                     + [results_table(cluster.tasks, time.monotonic() - started)])
 
 
 def run_and_kill(relative_path, victim, args, workers=2, watch="worker0", after=r"step 50 ",

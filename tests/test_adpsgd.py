@@ -10,7 +10,6 @@ neighbour schedule, a resumed run, a straggler, and a peer killed or frozen.
 import os
 import re
 import signal
-import sys
 import threading
 import time
 
@@ -18,8 +17,8 @@ import numpy as np
 import pytest
 
 from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
-                    free_ports, load_example, LocalCluster, output, rejected, results_in, ROOT,
-                    run_cluster, run_script, worker_results)
+                    free_ports, load_example, LocalCluster, output, rejected, results_in,
+                    run_cluster, run_sh, worker_results)
 from test_synchronous import SHARD, gradient
 
 ADPSGD = "AD-PSGD/AD-PSGD.py"
@@ -257,9 +256,7 @@ def test_run_sh_reaches_accuracy_on_every_worker_without_a_ps():
     """`bash run.sh` with its defaults, from another directory: two workers and no ps, each at
     ≥ 0.93, every process exits 0; each replica took part in its own 1,000 averagings and its
     peer's; worker 0 reports a small consensus distance."""
-    code, text = run_script(["bash", example("AD-PSGD/run.sh")], cwd=ROOT,
-                            env={"PYTHON": sys.executable})  # this test's TensorFlow
-    assert code == 0, text
+    text = run_sh(ADPSGD)
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     assert all(r["test_accuracy"] >= 0.93 for r in results), results

@@ -8,14 +8,13 @@ recomputes with NumPy the snapshot θ̃, the full gradient μ at θ̃ and every 
 import copy
 import re
 import signal
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 from helpers import (LocalCluster, assert_no_process_left, example, load_example, output,
-                     rejected, results_in, ROOT, run_script)
+                     rejected, results_in, run_sh)
 from test_asynchronous import assert_close, cluster_flags, in_process_cluster, worker_args
 from test_fidelity import ancestors
 from test_synchronous import gradient
@@ -28,9 +27,7 @@ NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
 def test_run_sh_reaches_accuracy_with_epochs_of_m_global_steps():
     """`bash run.sh` with its defaults: one ps, two workers, 1,000 global steps in epochs of
     200; the global step counts every worker's update, as in Hogwild."""
-    code, text = run_script(["bash", example("Async-SVRG/run.sh")], cwd=ROOT,
-                            env={"PYTHON": sys.executable})  # this test's TensorFlow
-    assert code == 0, text
+    text = run_sh("Async-SVRG/Async-SVRG.py")
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     assert all(r["test_accuracy"] >= 0.93 for r in results), results

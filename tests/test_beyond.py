@@ -6,14 +6,12 @@ chosen by the test.
 """
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
 
 from helpers import (LocalCluster, example, free_ports, load_example, start_the_chief_last,
-                     output, results_in, run_cluster, run_script, tf_major_version,
-                     worker_results)
+                     output, results_in, run_cluster, run_sh, worker_results)
 
 SCRIPTS = {"AEASGD": "AEASGD/AEASGD.py", "EAMSGD": "EAMSGD/EAMSGD.py",
            "DynSGD": "DynSGD/DynSGD.py", "Staleness-Aware-SGD":
@@ -30,7 +28,7 @@ SUMMARY = {"AEASGD": r"(\d+) elastic exchanges", "EAMSGD": r"(\d+) elastic excha
 @pytest.mark.tf2
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_run_sh_with_the_defaults_reaches_93_percent_and_every_process_exits_0(name):
-    text = run_with_the_defaults(SCRIPTS[name])
+    text = run_sh(SCRIPTS[name], cwd=os.path.dirname(example(SCRIPTS[name])))
     results = sorted(results_in(text), key=lambda result: result["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     ps, worker = ("localhost:%d" % port for port in free_ports(2))
@@ -44,20 +42,6 @@ def test_run_sh_with_the_defaults_reaches_93_percent_and_every_process_exits_0(n
     assert max(r["global_step"] for r in results) == sum(r["local_steps"] for r in results)
     assert "[ps0] all 2 workers are done; exiting" in text
     assert len(re.findall(r"\[worker\d\] " + SUMMARY[name], text)) == 2, text
-
-
-def run_with_the_defaults(script):
-    """`bash run.sh` in the example's folder: its output, every process having exited 0. On
-    TensorFlow 2.x, the same cluster (a ps and two workers, the defaults) from the zygote
-    instead: the launcher and run.sh do not depend on TensorFlow (test_launcher.py runs them on
-    2.x), and each real process would import TensorFlow 2.x again, 6 s of CPU per task."""
-    if tf_major_version() < 2:
-        code, text = run_script(["bash", "run.sh"], cwd=os.path.dirname(example(script)),
-                                env={"PYTHON": sys.executable})
-        assert code == 0, text
-        return text
-    cluster = run_cluster(script)
-    return "\n".join(line for task in cluster.tasks for line in task.lines)
 
 
 def test_a_dynsgd_straggler_s_commits_are_stale_and_counted_so():

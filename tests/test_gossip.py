@@ -9,14 +9,13 @@ every replica with the chief's checkpoints, which hold all of them.
 import os
 import re
 import signal
-import sys
 
 import numpy as np
 import pytest
 
 from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
-                    free_ports, load_example, LocalCluster, output, rejected, results_in, ROOT,
-                    run_cluster, run_script, worker_results)
+                    free_ports, load_example, LocalCluster, output, rejected, results_in,
+                    run_cluster, run_sh, worker_results)
 from test_synchronous import SHARD, gradient
 
 GOSSIP = "Gossip-SGD/Gossip-SGD.py"
@@ -135,9 +134,7 @@ def test_run_sh_reaches_accuracy_on_every_worker_with_no_ps():
     --train_steps local steps, and the chief reports the consensus distance. With two workers
     each round's two averages are the same sum halved, so the replicas meet exactly at the
     last step (1000 is a multiple of T = 10) and the distance is 0."""
-    code, text = run_script(["bash", example("Gossip-SGD/run.sh")], cwd=ROOT,
-                            env={"PYTHON": sys.executable})  # this test's TensorFlow
-    assert code == 0, text
+    text = run_sh(GOSSIP)
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     assert all(r["test_accuracy"] >= 0.93 for r in results), results

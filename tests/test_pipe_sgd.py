@@ -9,14 +9,13 @@ full-shard gradient: NumPy recomputes every step from the checkpoints the chief 
 import os
 import re
 import signal
-import sys
 
 import numpy as np
 import pytest
 
 from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, data_and_initial_theta, example,
-                    free_ports, load_example, LocalCluster, output, rejected, results_in, ROOT,
-                    run_cluster, run_script, worker_results)
+                    free_ports, load_example, LocalCluster, output, rejected, results_in,
+                    run_cluster, run_sh, worker_results)
 from test_asynchronous import SERVERS
 from test_fidelity import ancestors
 from test_synchronous import SHARD, assert_parameters_close, gradient
@@ -30,9 +29,7 @@ NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
 def test_run_sh_reaches_accuracy_with_identical_replicas_and_no_ps():
     """`bash run.sh` with its defaults, from another directory: workers only, one step per
     update each, and the replicas end identical."""
-    code, text = run_script(["bash", example("Pipe-SGD/run.sh")], cwd=ROOT,
-                            env={"PYTHON": sys.executable})  # this test's TensorFlow
-    assert code == 0, text
+    text = run_sh(PIPE_SGD)
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     assert all(r["test_accuracy"] >= 0.93 for r in results), results

@@ -9,7 +9,6 @@ within K − 1 steps past --train_steps. The graphs are built in this process an
 tf.train.Servers started here (as the exact-update tests of test_asynchronous.py do).
 """
 import os
-import sys
 
 import numpy as np
 import pytest

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import (AFTER_START_TIMEOUT, assert_no_process_left, example, last_checkpoint_step,
-                    load_example, LocalCluster, output, rejected, run_cluster, run_script, ROOT,
+                    load_example, LocalCluster, output, rejected, run_cluster, run_sh,
                     results_in, worker_results)
 from test_asynchronous import cluster_flags, worker_args
 from test_fidelity import ancestors
@@ -32,8 +32,7 @@ NAMES = ["hidden_weights", "hidden_biases", "output_weights", "output_biases"]
 def test_run_sh_reaches_accuracy_switching_at_global_step_250():
     """`bash run.sh` with its defaults (--switch_at 0.25 of 1,000 global steps): 250 synchronous
     updates (one step of each worker each), then asynchronous steps, each one global step."""
-    code, text = run_script(["bash", example("Sync-Switch/run.sh")], cwd=ROOT)
-    assert code == 0, text
+    text = run_sh("Sync-Switch/Sync-Switch.py")
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1], text
     assert all(r["test_accuracy"] >= 0.93 for r in results), results
