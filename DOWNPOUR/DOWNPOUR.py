@@ -655,9 +655,18 @@ def run_parameter_server(args, server):
                                         if time.monotonic() - since > args.timeout})
                 never_up = sorted(everyone - started - done)
                 if lost and len(done) + len(lost) == len(everyone):
-                    print("[%s] error: %s stopped without finishing; %d of %d workers finished"
-                          % (me, describe(args.cluster, "worker", lost), len(done),
-                             len(everyone)), file=sys.stderr)
+                    # The first to go silent is named first: the others may have given up
+                    # waiting for it (a synchronous chief cannot finish without it).
+                    went = {**closed_since, **{index: heard[index] for index in frozen}}
+                    first, *after = sorted(lost, key=went.get)
+                    how = {index: "frozen or cut off" if index in frozen else "its port closed"
+                           for index in lost}
+                    print("[%s] error: %s stopped without finishing%s; %d of %d workers "
+                          "finished" % (me, describe(args.cluster, "worker", [first]), (
+                              " first (%s), then %s" % (how[first], ", ".join(
+                                  "%s (%s)" % (describe(args.cluster, "worker", [index]),
+                                               how[index]) for index in after))
+                              if after else ""), len(done), len(everyone)), file=sys.stderr)
                     return 1
                 if never_up and time.time() - STARTED > args.timeout and (
                         run_already_complete(args)):

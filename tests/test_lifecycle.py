@@ -110,6 +110,28 @@ def test_a_frozen_worker_is_named_by_the_ps_and_the_run_ends():
         output(cluster)
 
 
+def test_the_ps_blames_the_frozen_worker_first_not_the_chief_that_gave_up_on_it():
+    """Synchronous-SGD: the chief cannot finish without the frozen worker's gradients, so it
+    exits with the retryable code after --timeout, pointing to the ps's log; the ps has lost
+    both by then, and its last line names the frozen worker first, the chief after it."""
+    cluster = start("Synchronous-SGD/ssgd.py", ["--train_steps", "100000"])
+    try:
+        assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
+        cluster.kill("worker1", signal.SIGSTOP)
+        ended = cluster.wait_for(lambda: None not in (cluster.task("ps0").returncode,
+                                                      cluster.task("worker0").returncode), 90)
+    finally:
+        cluster.stop()
+    assert_no_process_left(cluster)
+    assert ended, output(cluster)
+    assert cluster.task("worker0").returncode == RETRYABLE, output(cluster)
+    assert "the ps's log names the one it no longer hears from" in output(cluster, "worker0")
+    assert cluster.task("ps0").returncode == 1, output(cluster)
+    assert re.search(r"error: worker1 \(\S+\) stopped without finishing first \(frozen or cut "
+                     r"off\), then worker0 \(\S+\) \(its port closed\); 0 of 2 workers finished",
+                     output(cluster, "ps0")), output(cluster)
+
+
 @pytest.mark.parametrize("script", ["Hogwild/Hogwild.py", "Synchronous-SGD/ssgd.py"])
 def test_a_frozen_ps_is_named_by_every_worker_within_the_timeout(script):
     """SIGSTOP the ps: its port still accepts connections, so only progress can tell. Every
