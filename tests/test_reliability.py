@@ -158,14 +158,16 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
 # (their READMEs say why); the whole cluster restarted with --log_dir is their resume column.
 # --train_steps leaves room for three restarts: while a restarted task starts (a few seconds, up
 # to 10 measured when other tests share the cores), an asynchronous survivor goes on stepping
-# alone; --step_delay holds each worker to 50 steps/s, so that this costs ~500 global steps at
-# most, not ~2000 steps of CPU at full speed. The next role is killed once the restarted one has
-# logged its first steps. A synchronous example cannot run ahead of a dead worker; its global
-# steps are rounds, so it needs fewer of them, at full speed.
+# alone; --step_delay holds each worker to 25 steps/s, so that this costs ~250 global steps at
+# most, not ~2000 steps of CPU at full speed. The last kill came at global step 440-700 with 59
+# tests on 6 processes sharing 2 cores: each step after it is margin, paid for in CPU. The next
+# role is killed once the restarted one has logged its first steps. A synchronous example
+# cannot run ahead of a dead worker; its global steps are rounds, so it needs fewer of them, at
+# full speed.
 # A restarted task is back within a few seconds, so nobody waits out --timeout here; a long one
 # keeps a restart slowed by other tests on the same cores from being taken for a freeze.
 RESTART_TIMEOUT = "30"
-RESTART_STEPS, RESTART_STEP_DELAY = 2500, "0.02"  # an asynchronous example's
+RESTART_STEPS, RESTART_STEP_DELAY = 1250, "0.04"  # an asynchronous example's
 RESTARTED = {path: {"SAGN/SAGN.py": 300, "Local-SGD/Local-SGD.py": 200,
                     "Synchronous-SGD/ssgd.py": 600,
                     "Synchronous-SGD-different-learning-rates/ssgd.py": 600}.get(path, RESTART_STEPS)
