@@ -24,8 +24,7 @@ from helpers import ROOT, run_script
 
 import compare  # tools/compare/ (helpers put tools/ on the path)
 from emulate import SCENARIOS, can_make_namespaces, emulation
-from emulate.network import (NAME_PREFIX, Network, measure_both_ways, measure_link,
-                             sweep_stale_namespaces)
+from emulate.network import NAME_PREFIX, Network, measure_link, sweep_stale_namespaces
 
 pytestmark = [pytest.mark.filterwarnings("ignore:'.*' deprecated - use '.*'"),
               pytest.mark.xdist_group("emulate")]
@@ -84,14 +83,20 @@ def test_namespaces_left_by_a_killed_emulator_are_swept():
 @needs_namespaces
 @pytest.mark.parametrize("rate", [20e6, 200e6])
 def test_a_shaped_link_delivers_its_rate(rate):
-    """A bulk TCP transfer through two links shaped at `rate`, each way, achieves it within
-    15 % (the best of 3, as the emulator measures: under the suite's load one transfer whose
-    sender or receiver waited for a CPU measured nothing); between unshaped links of the same
-    network it is much faster (the shaping is what limits it). 200 Mb/s at most: under the
-    suite's load a Python sender on 2 cores cannot fill 1 Gb/s (it measured 30 % of it)."""
+    """Bulk TCP transfers through two links shaped at `rate`, each way: none exceeds it by more
+    than 15 %, and one of at most 10 reaches it within 15 % (under the suite's load a sender or
+    receiver that waits for a CPU measures less, or nothing: the best of 3 once measured 81 % of
+    200 Mb/s in CI); between unshaped links of the same network a transfer is much faster (the
+    shaping is what limits it). 200 Mb/s at most: under the suite's load a Python sender on 2
+    cores cannot fill 1 Gb/s (it measured 30 % of it)."""
     with Network({"ps0": rate, "worker0": rate, "worker1": None, "worker2": None}) as net:
-        for way, achieved in measure_both_ways(net, "worker0", "ps0").items():
-            assert achieved and abs(achieved / rate - 1) <= TOLERANCE, (way, achieved)
+        for sender, receiver in (("worker0", "ps0"), ("ps0", "worker0")):
+            tries = []
+            while len(tries) < 10 and max(filter(None, tries), default=0) < rate * (
+                    1 - TOLERANCE):
+                tries.append(measure_link(net, sender, receiver))
+            achieved = max(filter(None, tries), default=0)
+            assert abs(achieved / rate - 1) <= TOLERANCE, (sender, receiver, tries)
         if rate < 1e8:
             assert (measure_link(net, "worker1", "worker2") or 0) > 5 * rate
 
