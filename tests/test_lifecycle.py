@@ -210,8 +210,10 @@ def test_a_log_dir_that_cannot_hold_checkpoints_is_refused_before_any_server_sta
 
 def test_a_log_dir_in_use_by_another_run_is_refused(tmp_path):
     log_dir = str(tmp_path)
-    first = start("Hogwild/Hogwild.py", ["--train_steps", "100000", "--log_dir", log_dir],
-                  workers=1)
+    # The first run holds the lock while the second starts; --step_delay keeps it from spending
+    # that time (a new process's TensorFlow import) training at full speed on every core.
+    first = start("Hogwild/Hogwild.py", ["--train_steps", "100000", "--log_dir", log_dir,
+                                         "--step_delay", "0.02"], workers=1)
     try:
         assert first.wait_for_line("worker0", r"step 50 ", RUN_TIMEOUT), output(first)
         code, text = run_script([sys.executable, example("Hogwild/Hogwild.py"), "--job_name",
