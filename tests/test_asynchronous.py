@@ -73,11 +73,17 @@ def test_windowed_reaches_accuracy_with_one_commit_per_window(script):
 
 
 def test_four_workers_with_run_sh():
-    code, text = run_script(["bash", example("AGN/run.sh")], timeout=180,
+    """run.sh starts every task at once; on a loaded machine the chief, first to have θ ready,
+    then made 177-200 of the 200 commits alone, on its quarter of the data (each worker trains
+    on its own shard), and the others' first windows landed at the end: 0.936-0.967 in 12 runs
+    at 6 at a time, and 0.889 once in CI. Every worker held to 100 steps/s (UNHURRIED_CHIEF's
+    pace): 22-106 commits each and 0.961-0.972 in 12 such runs."""
+    code, text = run_script(["bash", example("AGN/run.sh")] + UNHURRIED_CHIEF, timeout=180,
                             env={"WORKERS": "4", "PYTHON": sys.executable})
     assert code == 0, text
     results = sorted(results_in(text), key=lambda r: r["task_index"])
     assert [r["task_index"] for r in results] == [0, 1, 2, 3], text
+    assert all(r["commits"] > 0 for r in results), results
     assert min(r["test_accuracy"] for r in results) >= 0.93, results
     assert max(r["global_step"] for r in results) == DEFAULT_WINDOW * sum(
         r["commits"] for r in results)
