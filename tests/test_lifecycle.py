@@ -14,8 +14,9 @@ import types
 
 import pytest
 
-from helpers import (RUN_TIMEOUT, LocalCluster, assert_no_process_left, example, free_ports,
-                     last_checkpoint_step, load_example, output, run_script, worker_results)
+from helpers import (AFTER_START_TIMEOUT, RUN_TIMEOUT, LocalCluster, assert_no_process_left,
+                     example, free_ports, last_checkpoint_step, load_example, output, run_script,
+                     worker_results)
 
 RETRYABLE = 138
 TIMEOUT = "10"  # --timeout of every run here
@@ -114,7 +115,8 @@ def test_the_ps_blames_the_frozen_worker_first_not_the_chief_that_gave_up_on_it(
     """Synchronous-SGD: the chief cannot finish without the frozen worker's gradients, so it
     exits with the retryable code after --timeout, pointing to the ps's log; the ps has lost
     both by then, and its last line names the frozen worker first, the chief after it."""
-    cluster = start("Synchronous-SGD/ssgd.py", ["--train_steps", "100000"])
+    cluster = start("Synchronous-SGD/ssgd.py", ["--train_steps", "100000",
+                                                "--timeout", AFTER_START_TIMEOUT])
     try:
         assert cluster.wait_for_line("worker1", r"step 100 ", RUN_TIMEOUT), output(cluster)
         cluster.kill("worker1", signal.SIGSTOP)
