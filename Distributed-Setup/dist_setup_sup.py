@@ -609,12 +609,12 @@ def run_parameter_server(args, server):
                     first, *after = sorted(lost, key=went.get)
                     how = {index: "frozen or cut off" if index in frozen else "its port closed"
                            for index in lost}
+                    then = ", ".join("%s (%s)" % (describe(args.cluster, "worker", [index]),
+                                                  how[index]) for index in after)
                     print("[%s] error: %s stopped without finishing%s; %d of %d workers "
-                          "finished" % (me, describe(args.cluster, "worker", [first]), (
-                              " first (%s), then %s" % (how[first], ", ".join(
-                                  "%s (%s)" % (describe(args.cluster, "worker", [index]),
-                                               how[index]) for index in after))
-                              if after else ""), len(done), len(everyone)), file=sys.stderr)
+                          "finished" % (me, describe(args.cluster, "worker", [first]),
+                                        " first (%s), then %s" % (how[first], then) if after
+                                        else "", len(done), len(everyone)), file=sys.stderr)
                     return 1
                 if never_up and time.time() - STARTED > args.timeout and (
                         run_already_complete(args)):

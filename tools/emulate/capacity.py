@@ -15,9 +15,8 @@ import json
 import os
 import time
 
-from .cluster import EmulatedCluster, emulation
+from .cluster import TOLERANCE, EmulatedCluster, emulation
 
-TOLERANCE = 0.15
 STEPS_PER_WORKER = 60
 DEFAULT_SCRIPT = "Hogwild/Hogwild.py"
 

@@ -30,6 +30,7 @@ if TOOLS not in sys.path:
 from launch import RESULT_PATTERN, LocalCluster, default_parameter_servers  # noqa: E402
 
 PORT = 2222  # every task on its own address, so all on the same port
+TOLERANCE = 0.15  # how far a measured rate or compute time may be from the configured one
 TIMEOUT = 180.0  # --timeout given to the tasks (unless the caller gives one): the first wave
 # waits for the last, and its start-up on a loaded machine may take a minute
 # A task is done starting when, over QUIET_WINDOW seconds, it used less than QUIET_CPU of a
@@ -178,7 +179,7 @@ class EmulatedCluster(TimedCluster):
         rates = [self.network.rates[name] for name in (other, last) if self.network.rates[name]]
         self.link_check = measure_both_ways(
             self.network, other, last, tries=10,
-            enough=0.85 * min(rates) if rates else float("inf")) if other else None
+            enough=(1 - TOLERANCE) * min(rates) if rates else float("inf")) if other else None
 
     def stop(self, grace=3.0):
         try:
