@@ -46,6 +46,14 @@ def ours(name_part):
     return [line.split()[0] for line in namespaces().splitlines() if name_part in line]
 
 
+def command_line(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as text:
+            return text.read()
+    except OSError:  # (gone)
+        return b""
+
+
 @needs_namespaces
 def test_the_namespaces_and_links_are_made_and_always_deleted():
     with pytest.raises(RuntimeError, match="on purpose"):
@@ -210,20 +218,21 @@ def test_ctrl_c_stops_every_task_and_deletes_the_namespaces():
                                stderr=subprocess.STDOUT, start_new_session=True)
     prefix = "%s%d-" % (NAME_PREFIX, process.pid)
 
-    def tasks():
-        return [int(pid) for name in ours(prefix) for pid in subprocess.run(
+    def tasks():  # (the example's processes: `tc`, run in a namespace to shape its link, is not)
+        pids = [int(pid) for name in ours(prefix) for pid in subprocess.run(
             ["ip", "netns", "pids", name], stdout=subprocess.PIPE).stdout.split()]
+        return [pid for pid in pids if b"Hogwild.py" in command_line(pid)]
     try:
         deadline = time.monotonic() + 120
         while len(tasks()) < 2 and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)  # (a condition polled: the workers' processes in their namespaces)
         started = tasks()
-        assert len(started) == 2, started  # the first wave: both workers, each in its own
         process.send_signal(signal.SIGINT)
         text, _ = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    assert len(started) == 2, (started, text.decode())  # the first wave: both workers
     assert process.returncode == 130, text.decode()
     assert "interrupted" in text.decode()
     assert not ours(prefix)
