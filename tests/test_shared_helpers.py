@@ -37,6 +37,17 @@ def test_every_block_is_used_by_some_example():
     assert shared_helpers.unused_blocks() == []
 
 
+def test_sizes_show_each_block_with_its_lines_and_the_scripts_that_carry_it(capsys):
+    shared_helpers.print_sizes()
+    printed = capsys.readouterr().out
+    for block in shared_helpers.blocks():
+        carriers = [path for path in SCRIPTS if "\n" + block.text.splitlines()[0] + "\n"
+                    in open(path).read()]
+        assert re.search(r"^ *%d lines in +%d scripts? +%s$" % (
+            block.text.count("\n"), len(carriers), re.escape(block.title)), printed, re.M), \
+            block.title
+
+
 def test_every_block_is_explained_once_in_docs_appendix():
     with open(os.path.join(ROOT, "docs", "appendix.md")) as docs:
         sections = re.findall(r"^## (.+)$", docs.read(), re.M)

@@ -13,6 +13,7 @@ on purpose (TWINS) and the model slot (load_data, model) must stay alike too.
     python tools/shared_helpers.py --sizes    # each script's lines, against the targets
 """
 import ast
+import collections
 import glob
 import os
 import re
@@ -248,6 +249,13 @@ def print_sizes():
     for script, lines, lesson in rows:
         print("%5d lines, lesson and slot %4d (%3.0f %%)  %s"
               % (lines, lesson, 100.0 * lesson / lines, script))
+    print("\nwhere the appendix's lines go: each block, its lines, the scripts that carry it")
+    carried = collections.Counter(block.id for path in example_scripts() for block in
+                                  blocks_needed(lesson_of(open(path).read())))
+    for block in blocks():
+        print("%5d lines in %2d script%s  %s" % (block.text.count("\n"), carried[block.id],
+                                                  " " if carried[block.id] == 1 else "s",
+                                                  block.title))
     distributed = sorted(lines for script, lines, _ in rows if "/" in script)
     print("%d distributed scripts: median %d lines, largest %d (targets: median <= 600, none "
           "over 700, lesson and slot >= 20 %%)" % (len(distributed),
