@@ -10,7 +10,7 @@ on purpose (TWINS) and the model slot (load_data, model) must stay alike too.
 
     python tools/shared_helpers.py            # list what differs, exit 1 if anything does
     python tools/shared_helpers.py --write    # rewrite every appendix from the blocks
-    python tools/shared_helpers.py --sizes    # each script's lines, against the targets
+    python tools/shared_helpers.py --sizes    # each script's lines against the targets, and each block's
 """
 import ast
 import collections
@@ -250,8 +250,7 @@ def print_sizes():
         print("%5d lines, lesson and slot %4d (%3.0f %%)  %s"
               % (lines, lesson, 100.0 * lesson / lines, script))
     print("\nwhere the appendix's lines go: each block, its lines, the scripts that carry it")
-    carried = collections.Counter(block.id for path in example_scripts() for block in
-                                  blocks_needed(lesson_of(open(path).read())))
+    carried = carriers()
     for block in blocks():
         print("%5d lines in %2d script%s  %s" % (block.text.count("\n"), carried[block.id],
                                                   " " if carried[block.id] == 1 else "s",
@@ -263,12 +262,17 @@ def print_sizes():
                                                   distributed[-1]))
 
 
+def carriers():
+    """How many example scripts carry each block, by the block's id."""
+    available = blocks()
+    return collections.Counter(block.id for path in example_scripts()
+                               for block in blocks_needed(lesson_of(open(path).read()), available))
+
+
 def unused_blocks():
     """Canonical blocks that no example uses."""
-    available = blocks()
-    used = {block.id for path in example_scripts()
-            for block in blocks_needed(lesson_of(open(path).read()), available)}
-    return [block.id for block in available if block.id not in used]
+    carried = carriers()
+    return [block.id for block in blocks() if not carried[block.id]]
 
 
 def differences():
