@@ -10,7 +10,7 @@ on purpose (TWINS) and the model slot (load_data, model) must stay alike too.
 
     python tools/shared_helpers.py            # list what differs, exit 1 if anything does
     python tools/shared_helpers.py --write    # rewrite every appendix from the blocks
-    python tools/shared_helpers.py --sizes    # each script's lines against the targets, and each block's
+    python tools/shared_helpers.py --sizes    # each script's and each block's lines
 """
 import ast
 import collections
