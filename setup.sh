@@ -48,6 +48,16 @@ else
     base_python="${PYTHON3:-python3}"
 fi
 
+# The whole suite (bash setup.sh test) ends with its TensorFlow 2.x part. .venv-tf2 installs
+# meanwhile, in the background (its own process group, ended with this script), from the start:
+# pip keeps about one core busy, so each install takes the core the other leaves idle.
+if [ "$flavour" = tf1 ] && [ "$mode" = test ] && [ $# -eq 0 ]; then
+    install_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-install.XXXXXX")"
+    SETUP_INSTALL_ONLY=1 setsid bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
+    installing=$!
+    trap 'kill -- -"$installing" 2>/dev/null || true' EXIT
+fi
+
 requirements=(requirements/$flavour.txt requirements/jupyter.txt)
 [ "$mode" = test ] && requirements+=(requirements/test.txt)
 stamp="$venv/.installed-$(cat "${requirements[@]}" | sha256sum | cut -c1-16)"
@@ -62,24 +72,22 @@ fi
 
 if [ "$mode" = test ]; then
     # Many tests spend much of their time waiting (for a --timeout, for a restarted task), so
-    # they run in several processes (pytest-xdist), two per core and two more, at most 8;
-    # TEST_JOBS=N sets how many (0: all in this one). A module with a module-wide fixture (one
-    # Slurm, one comparison run) stays in one (--dist loadgroup, xdist_group marks). Each
-    # process gives its clusters ports from a range of its own (tests/conftest.py).
-    # --durations: the slowest tests, so that every run shows where the suite's time goes.
-    jobs="${TEST_JOBS:-$(( 2 * $(nproc) + 2 > 8 ? 8 : 2 * $(nproc) + 2 ))}"
+    # they run in several processes (pytest-xdist), two per core and two more, at most 8; on
+    # TensorFlow 2.x two per core, as a process and its zygote take about 16 s of CPU to start
+    # there (7 s on 1.15). TEST_JOBS=N sets how many (0: all in this one). A module
+    # with a module-wide fixture (one Slurm, one comparison run) stays in one (--dist loadgroup,
+    # xdist_group marks). Each process gives its clusters ports from a range of its own
+    # (tests/conftest.py). --durations: the slowest tests, so that every run shows where the
+    # suite's time goes.
+    jobs=$(( 2 * $(nproc) ))
+    [ "$flavour" = tf2 ] || jobs=$(( jobs + 2 ))
+    jobs="${TEST_JOBS:-$(( jobs > 8 ? 8 : jobs ))}"
     pytest=("$venv/bin/python" -m pytest tests -n "$jobs" --dist loadgroup --durations=25)
     if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
         exec "${pytest[@]}" "$@"
     fi
     # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
     # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
-    # .venv-tf2 installs meanwhile, in the background (2 minutes from a fresh clone, mostly
-    # downloading and unpacking), so that the second part starts when the first ends.
-    install_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-install.XXXXXX")"
-    SETUP_INSTALL_ONLY=1 bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
-    installing=$!
-    trap 'kill "$installing" 2>/dev/null || true' EXIT
     code=0
     "${pytest[@]}" || code=$?
     if ! wait "$installing"; then

@@ -1,3 +1,4 @@
+import collections
 import os
 import sys
 
@@ -45,6 +46,9 @@ def pytest_configure(config):
 # other tests in the order collected, to whichever process is nearly idle. Those that took 40 s
 # or more in CI runs (--durations) are collected first, so that the run does not end with one
 # process still busy with a minute-long test that it was handed last while the others idle.
+# The cells of one parametrized test are spread evenly over the rest of the run: side by side,
+# the 42 killed-worker cells, which mostly wait for a --timeout, left a quarter of the CPU idle
+# for two minutes; spread, they wait beside tests that compute.
 LONGEST = ("test_reliability.py::test_each_role_killed_and_restarted_in_turn",
            "test_multi_host.py", "test_launcher.py", "test_adpsgd.py::test_every_step_averages",
            "test_adpsgd.py::test_concurrent_averagings", "test_lifecycle.py::test_a_restarted_chief",
@@ -87,7 +91,16 @@ def pytest_runtest_protocol(item):
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))  # (stable)
+    cells = collections.defaultdict(list)  # each test function's cells, by where collected
+    for index, item in enumerate(items):
+        cells[item.nodeid.partition("[")[0]].append(index)
+    position = {}
+    for indices in cells.values():
+        for k, index in enumerate(indices):  # the k-th of n cells at k/n of the run, shifted
+            position[index] = (k + indices[0] / len(items)) / len(indices)  # by the first's
+    order = sorted(range(len(items)), key=lambda index: (
+        not any(name in items[index].nodeid for name in LONGEST), position[index]))
+    items[:] = [items[index] for index in order]
 
 
 def pytest_sessionfinish(session):
