@@ -55,7 +55,7 @@ if [ "$flavour" = tf1 ] && [ "$mode" = test ] && [ $# -eq 0 ]; then
     install_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-install.XXXXXX")"
     SETUP_INSTALL_ONLY=1 setsid bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
     installing=$!
-    trap 'kill -- -"$installing" 2>/dev/null || true' EXIT
+    trap 'kill -- -"$installing" 2>/dev/null; rm -f "$install_log"' EXIT
 fi
 
 requirements=(requirements/$flavour.txt requirements/jupyter.txt)
@@ -88,8 +88,8 @@ if [ "$mode" = test ]; then
     fi
     # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
     # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
-    code=0
-    "${pytest[@]}" || code=$?
+    # A first part that fails or is interrupted ends it all (the EXIT trap ends the install).
+    "${pytest[@]}"
     if ! wait "$installing"; then
         cat "$install_log" >&2
         echo "setup: installing .venv-tf2 failed (above); the TensorFlow 2.x part did not run" >&2
@@ -98,7 +98,6 @@ if [ "$mode" = test ]; then
     trap - EXIT
     cat "$install_log"
     rm -f "$install_log"
-    [ "$code" = 0 ] || exit "$code"
     echo "setup: TensorFlow 2.x compatibility run: bash setup.sh --tf2 test -m tf2"
     exec bash "$root/setup.sh" --tf2 test -m tf2
 fi
