@@ -157,17 +157,20 @@ def test_the_ps_killed_then_everything_restarted_with_log_dir_resumes(script, tm
 # examples without a ps have no such column: a restarted worker does not rejoin their peers
 # (their READMEs say why); the whole cluster restarted with --log_dir is their resume column.
 # --train_steps leaves room for three restarts: while a restarted task starts (a few seconds, up
-# to 10 measured when other tests share the cores), an asynchronous survivor goes on stepping
-# alone; --step_delay holds each worker to 25 steps/s, so that this costs ~250 global steps at
-# most, not ~2000 steps of CPU at full speed. The last kill came at global step 440-700 with 59
-# tests on 6 processes sharing 2 cores: each step after it is margin, paid for in CPU. The next
-# role is killed once the restarted one has logged its first steps. A synchronous example
-# cannot run ahead of a dead worker; its global steps are rounds, so it needs fewer of them, at
-# full speed.
+# to 10 measured when other tests share the cores), the survivor goes on stepping alone: in
+# Synchronous-SGD too, whose chief fills a round with its own gradients (at full speed, it once
+# ended the run alone before the restarted worker1 was back). --step_delay holds each worker to
+# 25 steps/s (rounds/s where a global step is a round of T or H local steps), so that this costs
+# ~250 global steps at most, not ~2000 steps of CPU. The last kill came at global step 440-700
+# with 59 tests on 6 processes sharing 2 cores: each step after it is margin, paid for in CPU.
+# The next role is killed once the restarted one has logged its first steps. A synchronous
+# example's global steps are rounds, so it needs fewer of them.
 # A restarted task is back within a few seconds, so nobody waits out --timeout here; a long one
 # keeps a restart slowed by other tests on the same cores from being taken for a freeze.
 RESTART_TIMEOUT = "30"
-RESTART_STEPS, RESTART_STEP_DELAY = 1250, "0.04"  # an asynchronous example's
+RESTART_STEPS = 1250  # an asynchronous example's
+RESTART_STEP_DELAY = {path: {"SAGN/SAGN.py": "0.01", "Local-SGD/Local-SGD.py": "0.004"}.get(
+    path, "0.04") for path in EXAMPLES}  # a round of T = 4 or H = 10 local steps in 0.04 s
 RESTARTED = {path: {"SAGN/SAGN.py": 300, "Local-SGD/Local-SGD.py": 200,
                     "Synchronous-SGD/ssgd.py": 600,
                     "Synchronous-SGD-different-learning-rates/ssgd.py": 600}.get(path, RESTART_STEPS)
@@ -189,8 +192,8 @@ def test_each_role_killed_and_restarted_in_turn(script, tmp_path):
     victims = ["worker1", "worker0"] + ([] if "sup" in script else ["ps0"])
     cluster = LocalCluster(os.path.join(ROOT, script), workers=2, echo=False, args=[
         "--train_steps", str(RESTARTED[script]), "--log_every", "50", "--timeout", RESTART_TIMEOUT,
-        "--checkpoint_every", "100", "--log_dir", str(tmp_path)] + (
-            ["--step_delay", RESTART_STEP_DELAY] if family(script) == "asynchronous" else []))
+        "--checkpoint_every", "100", "--log_dir", str(tmp_path),
+        "--step_delay", RESTART_STEP_DELAY[script]])
     steps_at_kill = {}
     try:
         cluster.start()
