@@ -43,7 +43,7 @@ def pytest_configure(config):
 
 
 # pytest-xdist hands out groups first (Slurm's, the comparison's, the notebooks'), then the
-# other tests in the order collected, to whichever process is nearly idle. Those that took 40 s
+# other tests in the order collected, to whichever process is nearly idle. Those that took 30 s
 # or more in CI runs (--durations) are collected first, so that the run does not end with one
 # process still busy with a minute-long test that it was handed last while the others idle.
 # The cells of one parametrized test are spread evenly over the rest of the run: side by side,
@@ -53,7 +53,11 @@ LONGEST = ("test_reliability.py::test_each_role_killed_and_restarted_in_turn",
            "test_multi_host.py", "test_launcher.py", "test_adpsgd.py::test_every_step_averages",
            "test_adpsgd.py::test_concurrent_averagings", "test_lifecycle.py::test_a_restarted_chief",
            "test_lifecycle.py::test_a_task_out_of_descriptors",
-           "test_synchronous.py::test_with_a_backup_worker_the_others_finish")
+           "test_lifecycle.py::test_the_ps_blames_the_frozen_worker", "test_soak.py",
+           "test_synchronous.py::test_with_a_backup_worker_the_others_finish",
+           "test_synchronous.py::test_a_dead_chief", "test_sync_switch.py::test_a_ps_restarted",
+           "test_sync_switch.py::test_a_worker_killed_after",
+           "test_async_svrg.py::test_a_killed_worker_delays")
 
 
 # TESTS_CPU_LOG=FILE: each test's CPU seconds (its own process, the processes it waited for,
