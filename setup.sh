@@ -49,11 +49,14 @@ else
 fi
 
 # The whole suite (bash setup.sh test) ends with its TensorFlow 2.x part. .venv-tf2 installs
-# meanwhile, in the background (its own process group, ended with this script), from the start:
-# pip keeps about one core busy, so each install takes the core the other leaves idle.
+# meanwhile, in the background, from the start: pip keeps about one core busy, so each install
+# takes the core the other leaves idle. It runs in a process group of its own (set -m: job
+# control; macOS has no setsid), which ends with this script.
 if [ "$flavour" = tf1 ] && [ "$mode" = test ] && [ $# -eq 0 ]; then
     install_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-install.XXXXXX")"
-    SETUP_INSTALL_ONLY=1 setsid bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
+    set -m
+    SETUP_INSTALL_ONLY=1 bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
+    set +m
     installing=$!
     trap 'kill -- -"$installing" 2>/dev/null; rm -f "$install_log"' EXIT
 fi
