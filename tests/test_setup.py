@@ -76,3 +76,7 @@ def test_the_tf2_environment_installs_beside_the_first_and_ends_with_setup_sh(en
     finally:
         setup.kill()
         setup.wait()
+        for pid_file in filter(os.path.exists, pid_files):  # what a failed check left running
+            if running(pid_file):
+                with open(pid_file) as file:
+                    os.kill(int(file.read()), signal.SIGKILL)
