@@ -176,7 +176,8 @@ def test_a_worker_without_its_ps_says_which_notebook_to_start_in_bounded_time(tm
 @pytest.mark.tf2
 def test_the_training_loop_trains_the_model_across_a_ps_and_two_workers():
     """Asynchronous: every worker step is one global step; synchronous (SyncReplicasOptimizer,
-    2 of 2 workers): every global step takes one step of each worker. Both reach the scripts'
+    2 of 2 workers): every global step takes two worker steps (usually one of each worker; under
+    load one worker took both tokens of an update: 501 and 499). Both reach the scripts'
     accuracy, and every thread has ended."""
     text, = run(execute.TRAINING)
     match = re.search(r"asynchronous: global step (\d+) = worker0's (\d+) local steps "
@@ -184,7 +185,9 @@ def test_the_training_loop_trains_the_model_across_a_ps_and_two_workers():
     assert match, text
     global_step, steps0, steps1 = map(int, match.groups())
     assert global_step == steps0 + steps1 >= 1000 and steps0 > 0 and steps1 > 0, text
-    assert "synchronous: global step 500; local steps: worker0 500, worker1 500" in text, text
+    match = re.search(r"synchronous: global step 500; local steps: worker0 (\d+), worker1 (\d+)",
+                      text)
+    assert match and sum(map(int, match.groups())) == 1000, text
     accuracy = dict(re.findall(r"^(\w+): test accuracy ([\d.]+)", text, re.M))
     assert sorted(accuracy) == ["asynchronous", "synchronous"], text
     assert min(map(float, accuracy.values())) >= 0.93, text  # the scripts' tests ask as much
