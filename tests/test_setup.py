@@ -38,12 +38,15 @@ def stand_in_venv(root, venv):
     os.chmod(python, 0o755)
 
 
+def pid_in(pid_file):
+    with open(pid_file) as file:
+        return int(file.read())
+
+
 def running(pid_file):
     """Whether the process whose pid the stand-in wrote is alive (not gone, not a zombie)."""
-    with open(pid_file) as file:
-        pid = int(file.read())
     try:
-        with open("/proc/%d/stat" % pid) as stat:
+        with open("/proc/%d/stat" % pid_in(pid_file)) as stat:
             return stat.read().rpartition(")")[2].split()[0] != "Z"
     except FileNotFoundError:
         return False
@@ -67,8 +70,7 @@ def test_the_tf2_environment_installs_beside_the_first_and_ends_with_setup_sh(en
         if ending == "Ctrl-C":
             os.killpg(setup.pid, signal.SIGINT)  # as a terminal sends it
         else:
-            with open(pid_files[1]) as file:
-                os.kill(int(file.read()), signal.SIGTERM)
+            os.kill(pid_in(pid_files[1]), signal.SIGTERM)
         # It ends now, with pytest's exit code, and ends the install (which runs in a process
         # group of its own: Ctrl-C does not reach it).
         assert setup.wait(30) == (2 if ending == "Ctrl-C" else 1)
@@ -78,5 +80,4 @@ def test_the_tf2_environment_installs_beside_the_first_and_ends_with_setup_sh(en
         setup.wait()
         for pid_file in filter(os.path.exists, pid_files):  # what a failed check left running
             if running(pid_file):
-                with open(pid_file) as file:
-                    os.kill(int(file.read()), signal.SIGKILL)
+                os.kill(pid_in(pid_file), signal.SIGKILL)
