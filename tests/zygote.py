@@ -12,10 +12,16 @@ that is not `<this interpreter> <script.py> ...` is started as a normal process.
 run `bash run.sh`, the launcher or a script's command line (run_script) still start real
 processes, so the user's path is tested as it is.
 
+Before it forks, the zygote moves everything it has made out of the garbage collector's sight
+(gc.freeze: none of it is garbage): a child's collections then never walk TensorFlow's objects,
+and never copy the pages they live on. That took a third of each task's CPU: a 2-step cluster of
+three tasks cost 2.4 s of CPU, and 1.6 s with the freeze (TF 1.15).
+
 The zygote imports NumPy with one OpenBLAS thread (OPENBLAS_NUM_THREADS=1): a process with more
 than one thread must not fork. Its children die with it, and it dies with the test process.
 """
 import array
+import gc
 import json
 import os
 import select
@@ -132,6 +138,7 @@ def zygote_main():
     channel = socket.socket(fileno=int(sys.argv[1]))
     exec(PRELOADED)
     read_the_digits_once()
+    gc.freeze()
     assert len(os.listdir("/proc/self/task")) == 1, "the zygote must be single-threaded to fork"
     channel.sendall(b"ready\n")
     request, output = serve(channel)
