@@ -385,10 +385,13 @@ def test_free_ports_stay_in_launch_ports_and_pass_over_a_port_in_use(monkeypatch
 
 def test_parallel_test_processes_have_disjoint_port_ranges_below_the_ephemeral_range():
     first_ephemeral = launch.first_ephemeral_port()
-    ranges = [conftest.port_range_of("gw%d" % index) for index in range(conftest.PORT_RANGES)]
+    ranges = [conftest.port_range_of("gw%d" % index, first=0)
+              for index in range(conftest.PORT_RANGES)]
     ports = [port for low, high in ranges for port in range(low, high + 1)]
     assert len(set(ports)) == len(ports) and max(ports) < first_ephemeral, ranges
-    assert conftest.port_range_of("master") is None and conftest.port_range_of("gw99") is None
+    assert conftest.port_range_of("master") is None
+    assert conftest.port_range_of("gw20", first=0) is None  # (beyond the ranges)
+    assert conftest.port_range_of("gw0", first=10) == ranges[10]  # (the TF 2.x part's first)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:  # this very run: its launchers and clusters use its own range
         assert os.environ["LAUNCH_PORTS"] == "%d-%d" % conftest.port_range_of(worker)
