@@ -5,7 +5,7 @@
 #                             the notebooks), then run every example briefly and print a table of
 #                             what each reached
 #   bash setup.sh test        install the same plus the test tools, then run the whole test suite;
-#                             then its compatibility part (the tests marked tf2) on TensorFlow 2.x
+#                             beside it, its compatibility part (the tests marked tf2) on TF 2.x
 #   bash setup.sh --tf2 ...   the same with TensorFlow 2.x (tf.compat.v1) on python3, in .venv-tf2
 #
 # Both are idempotent: a second run installs nothing unless requirements/ changed.

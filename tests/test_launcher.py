@@ -366,8 +366,8 @@ def test_free_ports_are_below_the_ephemeral_range_and_never_handed_out_twice():
     there could be taken between free_ports and the task's bind; and one process must not give
     two clusters the same port (the parallel test run failed on that: 'port … already in use')."""
     first_ephemeral = launch.first_ephemeral_port()
-    handed = [port for _ in range(200) for port in launch.free_ports(3)]
-    assert len(set(handed)) == len(handed) == 600
+    handed = [port for _ in range(100) for port in launch.free_ports(3)]
+    assert len(set(handed)) == len(handed) == 300  # (of the 600 in its range)
     assert all(1024 <= port < first_ephemeral for port in handed), handed
 
 
