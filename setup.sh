@@ -5,7 +5,7 @@
 #                             the notebooks), then run every example briefly and print a table of
 #                             what each reached
 #   bash setup.sh test        install the same plus the test tools, then run the whole test suite;
-#                             beside it, its compatibility part (the tests marked tf2) on TF 2.x
+#                             then its compatibility part (the tests marked tf2) on TensorFlow 2.x
 #   bash setup.sh --tf2 ...   the same with TensorFlow 2.x (tf.compat.v1) on python3, in .venv-tf2
 #
 # Both are idempotent: a second run installs nothing unless requirements/ changed.
@@ -48,19 +48,17 @@ else
     base_python="${PYTHON3:-python3}"
 fi
 
-# The whole suite (bash setup.sh test) has a TensorFlow 2.x part, which installs .venv-tf2 and
-# runs its tests beside the first part's install and tests, from the start: pip keeps about one
-# core busy, and neither part's start or end then leaves a core idle. Its output follows the
-# first part's. It runs in a process group of its own (set -m: job control; macOS has no setsid),
-# which ends with this script.
+# The whole suite (bash setup.sh test) ends with its TensorFlow 2.x part. .venv-tf2 installs
+# meanwhile, in the background, from the start: pip keeps about one core busy, so each install
+# takes the core the other leaves idle. It runs in a process group of its own (set -m: job
+# control; macOS has no setsid), which ends with this script.
 if [ "$flavour" = tf1 ] && [ "$mode" = test ] && [ $# -eq 0 ]; then
-    second_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-part.XXXXXX")"
+    install_log="$(mktemp "${TMPDIR:-/tmp}/setup-tf2-install.XXXXXX")"
     set -m
-    SETUP_SECOND_PART=1 TESTS_PORT_RANGES_FROM=10 bash "$root/setup.sh" --tf2 test -m tf2 \
-        >"$second_log" 2>&1 &
+    SETUP_INSTALL_ONLY=1 bash "$root/setup.sh" --tf2 test >"$install_log" 2>&1 &
     set +m
-    second=$!
-    trap 'kill -- -"$second" 2>/dev/null; rm -f "$second_log"' EXIT
+    installing=$!
+    trap 'kill -- -"$installing" 2>/dev/null; rm -f "$install_log"' EXIT
 fi
 
 requirements=(requirements/$flavour.txt requirements/jupyter.txt)
@@ -73,34 +71,37 @@ if [ ! -f "$stamp" ]; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]/#/-r}"
     touch "$stamp"
 fi
+[ -z "${SETUP_INSTALL_ONLY:-}" ] || exit 0  # (how the TensorFlow 2.x install runs below)
+
 if [ "$mode" = test ]; then
     # Many tests spend much of their time waiting (for a --timeout, for a restarted task), so
-    # they run in several processes (pytest-xdist): two per core and two more, at most 8; on
+    # they run in several processes (pytest-xdist), two per core and two more, at most 8; on
     # TensorFlow 2.x two per core, as a process and its zygote take about 16 s of CPU to start
-    # there (7 s on 1.15), and one per core, at most 10, in the part beside the first.
-    # TEST_JOBS=N sets how many (0: all in this one). A module with a module-wide fixture (one
-    # Slurm, one comparison run) stays in one (--dist loadgroup, xdist_group marks). Each process
-    # gives its clusters ports from a range of its own (tests/conftest.py). --durations: the
-    # slowest tests, so that every run shows where the suite's time goes.
+    # there (7 s on 1.15). TEST_JOBS=N sets how many (0: all in this one). A module
+    # with a module-wide fixture (one Slurm, one comparison run) stays in one (--dist loadgroup,
+    # xdist_group marks). Each process gives its clusters ports from a range of its own
+    # (tests/conftest.py). --durations: the slowest tests, so that every run shows where the
+    # suite's time goes.
     jobs=$(( 2 * $(nproc) ))
     [ "$flavour" = tf2 ] || jobs=$(( jobs + 2 ))
     jobs="${TEST_JOBS:-$(( jobs > 8 ? 8 : jobs ))}"
-    [ -z "${SETUP_SECOND_PART:-}" ] || jobs=$(( $(nproc) > 10 ? 10 : $(nproc) ))
     pytest=("$venv/bin/python" -m pytest tests -n "$jobs" --dist loadgroup --durations=25)
     if [ "$flavour" = tf2 ] || [ $# -gt 0 ]; then
         exec "${pytest[@]}" "$@"
     fi
-    # Every test on the reference platform; beside it, the same scripts on TensorFlow 2.x, the
-    # route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
-    # A first part that fails or is interrupted ends it all (the EXIT trap ends the second).
+    # Every test on the reference platform, then the same scripts on TensorFlow 2.x, which is
+    # the route for people without Python 3.7 (see tests/conftest.py for what -m tf2 selects).
+    # A first part that fails or is interrupted ends it all (the EXIT trap ends the install).
     "${pytest[@]}"
-    echo "setup: the TensorFlow 2.x part (bash setup.sh --tf2 test -m tf2) ran beside it:"
-    code=0
-    wait "$second" || code=$?
+    if ! wait "$installing"; then
+        cat "$install_log" >&2
+        echo "setup: installing .venv-tf2 failed (above); the TensorFlow 2.x part did not run" >&2
+        exit 1
+    fi
     trap - EXIT
-    cat "$second_log"
-    rm -f "$second_log"
-    [ "$code" -eq 0 ] || echo "setup: the TensorFlow 2.x part failed (above)" >&2
-    exit "$code"
+    cat "$install_log"
+    rm -f "$install_log"
+    echo "setup: TensorFlow 2.x compatibility run: bash setup.sh --tf2 test -m tf2"
+    exec bash "$root/setup.sh" --tf2 test -m tf2
 fi
 exec "$venv/bin/python" tools/benchmark.py "$@"

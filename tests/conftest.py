@@ -7,21 +7,17 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
-# Disjoint port ranges for up to 20 parallel test processes: 4000-15999, below both the kernel's
+# Disjoint port ranges for up to 10 parallel test processes: 4000-15999, below both the kernel's
 # ephemeral range and the ports 16384-32767 that a Slurm job's tasks take (tests/test_slurm.py
-# runs real jobs beside the other tests; see Cluster-Engines/slurm/slurm_task.py). The first ten
-# are the TensorFlow 1.15 part's, the others the TensorFlow 2.x part's, which runs beside it
-# (setup.sh sets TESTS_PORT_RANGES_FROM=10 there).
-FIRST_TEST_PORT, PORTS_PER_PROCESS, PORT_RANGES = 4000, 600, 20
+# runs real jobs beside the other tests; see Cluster-Engines/slurm/slurm_task.py).
+FIRST_TEST_PORT, PORTS_PER_PROCESS, PORT_RANGES = 4000, 1200, 10
 SLURM_JOB_PORTS = (16384, 32767)
 
 
-def port_range_of(worker, first=None):
-    """(low, high) of the ports of pytest-xdist's test process "gw<N>": range first + N (by
-    default TESTS_PORT_RANGES_FROM, else 0), or None."""
-    first = int(os.environ.get("TESTS_PORT_RANGES_FROM", "0")) if first is None else first
-    if worker.startswith("gw") and worker[2:].isdigit() and first + int(worker[2:]) < PORT_RANGES:
-        low = FIRST_TEST_PORT + (first + int(worker[2:])) * PORTS_PER_PROCESS
+def port_range_of(worker):
+    """(low, high) of the ports of pytest-xdist's test process "gw<N>", or None."""
+    if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < PORT_RANGES:
+        low = FIRST_TEST_PORT + int(worker[2:]) * PORTS_PER_PROCESS
         return low, low + PORTS_PER_PROCESS - 1
     return None
 

@@ -1,6 +1,5 @@
 """setup.sh's own lifecycle, with stand-ins for pip and pytest (the real installs take minutes):
-`bash setup.sh test` runs its TensorFlow 2.x part (.venv-tf2's install, then its tests) beside
-the first part, ends it with itself, and prints its output and exit code after the first's."""
+`bash setup.sh test` installs .venv-tf2 beside .venv's install, and ends it with itself."""
 import os
 import shutil
 import signal
@@ -12,27 +11,20 @@ from helpers import ROOT, wait_until
 
 # A stand-in for a venv's python, run as `python -m <module> ...`: it writes its pid to
 # <venv>-<module>.pid, then does what the module would, slowly. .venv's pip returns once
-# .venv-tf2's has started (it fails after 30 s without). With FIRST_PART=passes, .venv-tf2's pip
-# returns at once, its pytest says where it got its ports and exits 3, and .venv's pytest exits 0
-# once that one has started. Otherwise .venv-tf2's pip runs until it is ended, and .venv's pytest
-# until Ctrl-C, then exits 2 as pytest does, or until SIGTERM, then exits 1 as pytest does when a
-# test failed.
+# .venv-tf2's has started (it fails after 30 s without); .venv-tf2's pip runs until it is ended;
+# .venv's pytest runs until Ctrl-C, then exits 2 as pytest does, or until SIGTERM, then exits 1
+# as pytest does when a test failed.
 STAND_IN = """#!/bin/bash
 name="$(basename "$(dirname "$(dirname "$0")")")-$2"
-started() {{ for _ in $(seq 300); do [ -f "{root}/$1.pid" ] && return 0; sleep 0.1; done; exit 1; }}
 case "$name" in
-    .venv-pip) started .venv-tf2-pip ;;
-    .venv-pytest) [ "$FIRST_PART" != passes ] || {{ started .venv-tf2-pytest; exit 0; }}
-                  exec python3 -c "import os, signal, sys, time
+    .venv-pip) for _ in $(seq 300); do [ -f "{root}/.venv-tf2-pip.pid" ] && exit 0; sleep 0.1; done
+               exit 1 ;;
+    .venv-pytest) exec python3 -c "import os, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # (as if a test failed)
 open('{root}/$name.pid', 'w').write(str(os.getpid()))  # (both handlers are set by now)
 try: time.sleep(600)
 except KeyboardInterrupt: sys.exit(2)" ;;
-    .venv-tf2-pytest) echo $$ > "{root}/$name.pid"
-                      echo "second part: ports from range $TESTS_PORT_RANGES_FROM: $*"
-                      exit 3 ;;
     *) echo $$ > "{root}/$name.pid"
-       [ "$FIRST_PART" != passes ] || exit 0
        exec sleep 600 ;;
 esac
 """
@@ -60,20 +52,15 @@ def running(pid_file):
         return False
 
 
-def start_setup(root, **env):
+@pytest.mark.parametrize("ending", ["Ctrl-C", "a test failed"])
+def test_the_tf2_environment_installs_beside_the_first_and_ends_with_setup_sh(ending, tmp_path):
+    root = str(tmp_path)
     shutil.copy(os.path.join(ROOT, "setup.sh"), root)
     shutil.copytree(os.path.join(ROOT, "requirements"), os.path.join(root, "requirements"))
     for venv in (".venv", ".venv-tf2"):
         stand_in_venv(root, venv)
-    return subprocess.Popen(["bash", "setup.sh", "test"], cwd=root, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, **env))
-
-
-@pytest.mark.parametrize("ending", ["Ctrl-C", "a test failed"])
-def test_the_tf2_part_runs_beside_the_first_and_ends_with_setup_sh(ending, tmp_path):
-    root = str(tmp_path)
-    setup = start_setup(root)
+    setup = subprocess.Popen(["bash", "setup.sh", "test"], cwd=root, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pid_files = [os.path.join(root, name) for name in (".venv-tf2-pip.pid", ".venv-pytest.pid")]
     try:
         # .venv's pip returned only because .venv-tf2's had started: the installs overlap.
@@ -94,20 +81,3 @@ def test_the_tf2_part_runs_beside_the_first_and_ends_with_setup_sh(ending, tmp_p
         for pid_file in filter(os.path.exists, pid_files):  # what a failed check left running
             if running(pid_file):
                 os.kill(pid_in(pid_file), signal.SIGKILL)
-
-
-def test_after_a_passing_first_part_come_the_second_parts_output_and_exit_code(tmp_path):
-    root = str(tmp_path)
-    setup = start_setup(root, FIRST_PART="passes")
-    try:
-        output = setup.communicate(timeout=60)[0].decode()
-    finally:
-        setup.kill()
-    # .venv's pytest exited 0 only once .venv-tf2's had started: the parts overlap.
-    assert setup.returncode == 3, output
-    ran_beside = output.index("setup: the TensorFlow 2.x part (bash setup.sh --tf2 test -m tf2) "
-                              "ran beside it:")
-    second = "second part: ports from range 10: -m pytest tests -n %d " % min(
-        len(os.sched_getaffinity(0)), 10)  # (one process per core)
-    assert output.index(second) > ran_beside and "-m tf2\n" in output, output
-    assert output.rstrip().endswith("setup: the TensorFlow 2.x part failed (above)"), output
