@@ -517,6 +517,46 @@ def test_a_restarted_chief_releases_the_workers_waiting_for_the_update_it_was_ma
     assert sum(map(len, (worker.tokens for worker in [chief] + others))) == 2 + 3 * 5
 
 
+@pytest.mark.tf2
+def test_a_token_asked_for_late_goes_to_a_faster_worker_whose_gradient_then_counts_twice():
+    """What assert_updates_are_means_of_fresh_contributions allows for, step by step, with
+    N = M = 2: worker1's step sends its gradient, but its request for a token comes late (here
+    it is run on its own, afterwards). Meanwhile the chief takes its token of update 1, makes a
+    whole step and takes worker1's, so update 2 averages two gradients of the chief's."""
+    module = load_example(SSGD)
+    tf, hosts = module.tf, ["localhost:%d" % port for port in free_ports(3)]
+    argv = ["--ps_hosts", hosts[0], "--worker_hosts", ",".join(hosts[1:]), "--train_steps", "2",
+            "--timeout", "30"]
+    flags = [module.parse_flags(["--job_name", "worker", "--task_index", str(index)] + argv)
+             for index in range(2)]
+    spec = tf.train.ClusterSpec(flags[0].cluster)
+    SERVERS.append(tf.train.Server(spec, job_name="ps", task_index=0))
+    SERVERS.extend(tf.train.Server(spec, job_name="worker", task_index=index)
+                   for index in range(2))
+    chief, late = [InProcessWorker(module, flags[index], SERVERS[index - 2]) for index in range(2)]
+    chief.session.run(chief.initialize_theta)
+    for worker in (chief, late):
+        worker.session.run(worker.initialize_locals)
+        worker.session.run(worker.hook.init_op)
+    # The step's two halves: the gradient into the accumulators, then the token (train_op is
+    # the local step assigned from the token, which waits for the gradient).
+    token = late.built["train_op"].op.inputs[1]
+    assert token.op.type.startswith("QueueDequeue")
+    with late.graph.as_default():
+        optimizer = late.built["optimizer"]
+        ask_for_a_token = optimizer._local_step.assign(optimizer._sync_token_queue.dequeue())
+    late.session.run(token.op.control_inputs)  # worker1's gradient of step 0
+    chief.hook.after_create_session(chief.session, None)  # the chief's aggregation starts
+    timeout = tf.RunOptions(timeout_in_ms=30000)
+    taken = [chief.session.run(chief.built["train_op"], options=timeout) for _ in range(3)]
+    assert taken == [1, 1, 2], "the chief took both tokens of update 1, then one of update 2"
+    assert late.session.run(ask_for_a_token, options=timeout) == 2
+    assert chief.session.run(chief.built["global_step"]) == 2
+    assert chief.session.run(chief.tokens_left) == 0
+    chief.hook.end(chief.session)  # (joins its aggregation, which ended at update 2)
+    assert not any(thread.is_alive() for thread in chief.hook.threads) and not chief.failures
+
+
 # A "chief" process whose loop on the ps takes one gradient per iteration from an accumulator
 # there (as the chief's aggregation loop does), or, with role "ps", the ps.
 TAKER = """
