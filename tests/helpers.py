@@ -171,11 +171,12 @@ def run_sh(relative_path, cwd=ROOT):
 
 
 def run_and_kill(relative_path, victim, args, workers=2, watch="worker0", after=r"step 50 ",
-                 bound=RUN_TIMEOUT):
+                 bound=RUN_TIMEOUT, env=None):
     """Start an example, SIGKILL the victim task once `watch` prints `after`, then wait up to
     `bound` seconds for the others to end. Returns (cluster, whether all ended); nothing the
     cluster started is left running."""
-    cluster = LocalCluster(example(relative_path), workers=workers, args=args, echo=False)
+    cluster = LocalCluster(example(relative_path), workers=workers, args=args, echo=False,
+                           env=env)
     try:
         cluster.start()
         assert cluster.wait_for_line(watch, after, bound), output(cluster)

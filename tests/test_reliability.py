@@ -56,9 +56,12 @@ def kill_during_training(script, victim, timeout=TIMEOUT):
     """ps + 2 workers; SIGKILL the victim once it is training (its own 50th step, so that it
     is surely alive and under way); wait for the rest."""
     held = ["--step_delay", KILLED_STEP_DELAY] if family(script) == "asynchronous" else []
+    # A survivor that gives up prints its threads' stacks: where it waited (an asynchronous one
+    # that gave up on a killed worker0 once, in a CI run, had made no step in 10 s).
     return run_and_kill(script, victim, ["--train_steps", str(KILLED_RUN_STEPS),
                                          "--log_every", "50", "--timeout", timeout] + held,
-                        watch=victim, after=r"step 50 ", bound=BOUND)
+                        watch=victim, after=r"step 50 ", bound=BOUND,
+                        env={"TESTS_STACKS_WHEN_GIVING_UP": "1"})
 
 
 def classify(cluster, ended, victim):

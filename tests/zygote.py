@@ -103,12 +103,29 @@ def become(request, output):
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
+    if request["env"].get("TESTS_STACKS_WHEN_GIVING_UP") == "1":
+        print_stacks_when_giving_up()
     os.chdir(request["cwd"])
     script = request["argv"][0]
     sys.argv = list(request["argv"])
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     import runpy
     runpy.run_path(script, run_name="__main__")
+
+
+def print_stacks_when_giving_up():
+    """A diagnostic that a test may ask for (TESTS_STACKS_WHEN_GIVING_UP=1): a task that gives
+    up, os._exit(138), first prints every thread's stack, so that the test's output shows what
+    it was waiting for."""
+    import faulthandler
+    exit_now = os._exit
+
+    def exit_after_the_stacks(code):
+        if code == 138:
+            sys.stdout.flush()
+            faulthandler.dump_traceback(all_threads=True)
+        exit_now(code)
+    os._exit = exit_after_the_stacks
 
 
 def set_death_signal():
