@@ -199,7 +199,6 @@ def test_one_sagn_round_changes_theta_by_the_mean_normalized_accumulated_update(
     assert_parameters_close(thetas[0], initial, [value + 1 for value in initial])
 
 
-@pytest.mark.tf2
 def test_sagn_keeps_the_local_copy_in_local_variables_on_the_worker():
     module = load_example(SAGN)
     ps, worker0, worker1 = ("localhost:%d" % port for port in free_ports(3))
