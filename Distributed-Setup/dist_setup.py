@@ -1003,17 +1003,21 @@ def model_and_data_problem(args, workers):
                         train.shape[1:], test.shape[1:], min(labels[0].min(), labels[1].min())))
         try:
             theta = net.parameters()
+            outside = sorted({v.op.name for v in tf.global_variables()} - {v.op.name
+                                                                             for v in theta})
             loss = net.loss(theta, train[:8], labels[0][:8])
             width = net.logits(theta, train[:8]).shape[-1]
         except Exception as error:
             return "model(images of shape %s, %d classes) failed (%s: %s): fix model in the " \
                    "script" % ((None,) + train.shape[1:], net.classes, type(error).__name__,
                                str(error).splitlines()[0] if str(error) else "")
-        others = sorted({v.op.name for v in tf.global_variables()} - {v.op.name for v in theta})
-        if others or tf.get_collection(tf.GraphKeys.UPDATE_OPS):
-            return ("model() makes state that is not a trained parameter (%s): use trainable "
-                    "variables only (no batch normalization's moving averages)"
-                    % ", ".join(others or ["update ops"]))
+        if outside:  # (tf.keras layers make theirs with tf.Variable)
+            return ("model() makes variables that tf.get_variable did not make (%s): the "
+                    "algorithm places only those, so build it with tf.layers or tf.get_variable, "
+                    "not tf.keras layers or tf.Variable" % ", ".join(outside))
+        if tf.get_collection(tf.GraphKeys.UPDATE_OPS):
+            return ("model() makes state that is not a trained parameter (update ops): use "
+                    "trainable variables only (no batch normalization's moving averages)")
         if width != net.classes:
             return ("model() returns %s logits per image for %d classes (labels 0 ... %d): its "
                     "last layer must have `classes` units" % (width, net.classes,

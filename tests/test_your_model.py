@@ -91,6 +91,9 @@ BAD_MODELS = {
     hidden = tf.layers.batch_normalization(tf.layers.dense(images, 32), training=True)
     return tf.layers.dense(tf.nn.relu(hidden), classes)
 ''', "not a trained parameter"),
+    "tf.keras layers": ('''def model(images, classes):
+    return tf.keras.layers.Dense(classes)(tf.keras.layers.Dense(32)(images))
+''', "makes variables that tf.get_variable did not make (dense/bias, dense/kernel, dense_1"),
 }
 BAD_DATA = {
     "no training examples": ('''def load_data(args):
@@ -119,8 +122,11 @@ def assert_every_task_refused(copy, expected, args=()):
         assert len(errors) == 1 and expected in errors[0], (task.name, output(cluster))
 
 
-@pytest.mark.skipif(tf_major_version() > 1, reason="the bad models are written with tf.layers")
-@pytest.mark.parametrize("case", sorted(BAD_MODELS))
+WITH_TF_LAYERS = pytest.mark.skipif(tf_major_version() > 1, reason="written with tf.layers")
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.tf2 if "keras" in case
+                                               else WITH_TF_LAYERS) for case in sorted(BAD_MODELS)])
 def test_a_model_that_cannot_train_is_refused_by_every_task_in_one_line(case, tmp_path):
     definition, expected = BAD_MODELS[case]
     assert_every_task_refused(user_copy(tmp_path, "Hogwild/Hogwild.py", definition), expected)
