@@ -205,9 +205,23 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
 
 
 # -- Your data and model, as the algorithms use them ----------------------------------------------
+def handed_over(*arrays):
+    """A dataset of one element, these NumPy arrays, which Python hands over at each pass:
+    as constants in the graph they would be copied several times, and capped at 2 GB."""
+    return tf.data.Dataset.from_generator(lambda: [arrays], tuple(a.dtype for a in arrays),
+                                          tuple(a.shape for a in arrays))
+
+
+def as_tensors(*arrays):
+    """The arrays as tensors, handed over anew to each run that reads them."""
+    with tf.device("/device:CPU:0"):  # (the worker's CPU, on a GPU worker too)
+        return tf.data.make_one_shot_iterator(handed_over(*arrays).repeat()).get_next()
+
+
 def worker_iterator(images, labels, worker, workers, batch_size, seed):
     """This worker's shard of the training set, shuffled and batched in the graph."""
-    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = handed_over(images[worker::workers], labels[worker::workers]).flat_map(
+        lambda *shard: tf.data.Dataset.from_tensor_slices(shard))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
@@ -272,7 +286,7 @@ class Model:
     def accuracy(self, theta, images=None, labels=None):
         """The share of images (by default the test set) whose largest logit is their label."""
         if images is None:
-            images, labels = self.test_images, self.test_labels
+            images, labels = as_tensors(self.test_images, self.test_labels)
         predictions = tf.argmax(self.logits(theta, images), axis=1)
         return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 

@@ -103,8 +103,9 @@ def build_graph(args):
         shard = tf.placeholder_with_default(tf.constant(args.task_index, tf.int64), [])
         indices = tf.range(shard, len(net.train_images), workers)
         at = unpack(theta_tilde, params)
-        shard_loss = net.loss(at, tf.gather(net.train_images, indices),
-                              tf.gather(net.train_labels, indices))
+        train_images, train_labels = as_tensors(net.train_images, net.train_labels)
+        shard_loss = net.loss(at, tf.gather(train_images, indices),
+                              tf.gather(train_labels, indices))
         part = pack(tf.gradients(shard_loss, at)) * tf.cast(
             tf.size(indices), tf.float32) / len(net.train_images)
         with tf.device(snapshot[0].device):
@@ -1000,9 +1001,23 @@ def report(args, who, local_steps, first_global_step, global_step, losses, test_
 
 
 # -- Your data and model, as the algorithms use them ----------------------------------------------
+def handed_over(*arrays):
+    """A dataset of one element, these NumPy arrays, which Python hands over at each pass:
+    as constants in the graph they would be copied several times, and capped at 2 GB."""
+    return tf.data.Dataset.from_generator(lambda: [arrays], tuple(a.dtype for a in arrays),
+                                          tuple(a.shape for a in arrays))
+
+
+def as_tensors(*arrays):
+    """The arrays as tensors, handed over anew to each run that reads them."""
+    with tf.device("/device:CPU:0"):  # (the worker's CPU, on a GPU worker too)
+        return tf.data.make_one_shot_iterator(handed_over(*arrays).repeat()).get_next()
+
+
 def worker_iterator(images, labels, worker, workers, batch_size, seed):
     """This worker's shard of the training set, shuffled and batched in the graph."""
-    shard = tf.data.Dataset.from_tensor_slices((images[worker::workers], labels[worker::workers]))
+    shard = handed_over(images[worker::workers], labels[worker::workers]).flat_map(
+        lambda *shard: tf.data.Dataset.from_tensor_slices(shard))
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 
@@ -1067,7 +1082,7 @@ class Model:
     def accuracy(self, theta, images=None, labels=None):
         """The share of images (by default the test set) whose largest logit is their label."""
         if images is None:
-            images, labels = self.test_images, self.test_labels
+            images, labels = as_tensors(self.test_images, self.test_labels)
         predictions = tf.argmax(self.logits(theta, images), axis=1)
         return tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32))
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from helpers import (LocalCluster, example, load_example, output, results_in, run_cluster,
-                     run_script, tf_major_version, worker_results)
+from helpers import (LocalCluster, example, free_ports, has_parameter_servers, load_example, output,
+                     results_in, run_cluster, run_script, tf_major_version, worker_results)
 
 EXAMPLES = ["Non-Distributed_Setup.py", "Distributed-Setup/dist_setup.py",
             "Distributed-Setup/dist_setup_sup.py", "Hogwild/Hogwild.py",
@@ -147,6 +147,29 @@ def test_a_log_dir_of_another_model_is_refused_by_every_task_naming_the_variable
     copy = user_copy(tmp_path, "Hogwild/Hogwild.py", CNN)
     assert_every_task_refused(copy, "holds a checkpoint of another model: conv2d/kernel",
                               ["--log_dir", log_dir])
+
+
+@pytest.mark.tf2
+@pytest.mark.parametrize("script", EXAMPLES[1:])  # (every one with a build_graph)
+def test_the_data_are_handed_over_to_the_graph_not_held_in_it(script):
+    """TensorFlow copies a graph's constants several times (a 256 MB training set took a
+    worker 4 GB) and caps them at 2 GB, so the training shard and the test set are not among
+    them: 50 times the data leaves the graph as it was."""
+    import numpy as np
+    module = load_example(script)
+    tf, sizes = module.tf, []
+    for rows in (200, 10000):  # 10,000 rows of 64 floats: 2.5 MB, twice (training and test)
+        module.load_data = lambda args, rows=rows: (
+            (np.ones((rows, 64), np.float32), np.arange(rows) % 10),
+            (np.ones((rows, 64), np.float32), np.arange(rows) % 10))
+        args = module.parse_flags(["--job_name", "worker", "--task_index", "0", "--worker_hosts",
+                                   "localhost:%d,localhost:%d" % tuple(free_ports(2))]
+                                  + (["--ps_hosts", "localhost:%d" % free_ports(1)[0]]
+                                     if has_parameter_servers(script) else []))
+        with tf.Graph().as_default() as graph:
+            module.build_graph(args)
+            sizes.append(graph.as_graph_def().ByteSize())
+    assert sizes[1] - sizes[0] < 2 ** 16, sizes
 
 
 def test_every_task_loads_the_data_once(tmp_path):
