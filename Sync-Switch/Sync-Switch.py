@@ -1085,10 +1085,14 @@ def model_and_data_problem(args, workers):
             if not np.isfinite(sess.run(loss)):
                 return ("the loss of model() at its initial θ is not finite: check load_data's "
                         "values and model's initial values")
-        if args.log_dir and os.path.isdir(args.log_dir):  # room for a few checkpoints, and the
-            needed = 16 * sum(v.shape.num_elements() for v in theta) + 5 * train.nbytes + 2 ** 20
+        if args.log_dir and os.path.isdir(args.log_dir):
+            # Five checkpoints kept and one being written, each θ and a meta graph (about three
+            # times this check's graph), and the graph once more as text and in the events.
+            graph = tf.get_default_graph().as_graph_def().ByteSize()
+            needed = 6 * (sum(v.shape.num_elements() * v.dtype.size for v in theta)
+                          + 3 * graph) + 16 * graph + 2 ** 20
             free = os.statvfs(args.log_dir).f_bavail * os.statvfs(args.log_dir).f_frsize
-            if free < needed:  # graph, whose input pipeline holds the data
+            if free < needed:
                 return ("--log_dir %s has %d KiB free, and its checkpoints need about %d KiB: "
                         "free some space or name another directory"
                         % (args.log_dir, free // 1024, needed // 1024))

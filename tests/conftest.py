@@ -139,3 +139,19 @@ def pytest_terminal_summary(terminalreporter):
     for example in examples:
         write("  ".join([example.ljust(width)] + [
             OUTCOMES.get((scenario, example), "-").ljust(18) for scenario in scenarios]))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs, unmounted at the end (root only)."""
+    import os
+    import subprocess
+    path = tmp_path / "disk"
+    path.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs",
+                                            str(path)]).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)])

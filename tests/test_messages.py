@@ -87,22 +87,6 @@ def test_a_ps_restarted_after_the_run_ended_finds_it_complete_and_exits_0(tmp_pa
     assert "the run is already complete" in output(cluster, "ps0")
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 16 MiB tmpfs, unmounted at the end (root only)."""
-    import os
-    import subprocess
-    path = tmp_path / "disk"
-    path.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs",
-                                            str(path)]).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)])
-
-
 def test_a_log_dir_too_small_for_its_checkpoints_is_refused_before_any_server(small_disk):
     (small_disk / "filler").write_bytes(b"x" * (14 * 2 ** 20))
     cluster = LocalCluster(example(HOGWILD), workers=1, echo=False,

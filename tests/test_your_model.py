@@ -172,6 +172,24 @@ def test_the_data_are_handed_over_to_the_graph_not_held_in_it(script):
     assert sizes[1] - sizes[0] < 2 ** 16, sizes
 
 
+def test_data_larger_than_the_log_dir_s_free_space_still_train_with_checkpoints(small_disk,
+                                                                               tmp_path):
+    """The checkpoints hold θ and the graph, not the data: 8 MB of data with 6 MiB free."""
+    (small_disk / "filler").write_bytes(b"x" * (10 * 2 ** 20))
+    copy = user_copy(tmp_path, "Hogwild/Hogwild.py", '''def load_data(args):
+    from sklearn.datasets import load_digits
+    images, labels = load_digits(return_X_y=True)
+    images = np.tile(images / 16.0, (23, 1))  # 8 MB of float32
+    labels = np.tile(labels, 23)
+    return (images[:-360], labels[:-360]), (images[-360:], labels[-360:])
+''')
+    cluster = run_cluster(copy, workers=1, args=["--log_dir", str(small_disk / "run"),
+                                                  "--train_steps", "200", "--checkpoint_every",
+                                                  "100"])
+    assert worker_results(cluster)[0]["global_step"] == 200
+    assert os.path.exists(str(small_disk / "run" / "model.ckpt-200.index")), output(cluster)
+
+
 def test_every_task_loads_the_data_once(tmp_path):
     """The check before the servers start and the graph share one load_data(args): a user's
     data set is read once per task, not twice."""
