@@ -943,8 +943,7 @@ def as_tensors(*arrays):
 
 def worker_iterator(images, labels, worker, workers, batch_size, seed):
     """This worker's shard of the training set, shuffled and batched in the graph."""
-    shard = handed_over(images[worker::workers], labels[worker::workers]).flat_map(
-        lambda *shard: tf.data.Dataset.from_tensor_slices(shard))
+    shard = handed_over(images[worker::workers], labels[worker::workers]).unbatch()
     shard = shard.shuffle(len(images) // workers + 1, seed=seed + worker).repeat()
     return tf.data.make_one_shot_iterator(shard.batch(batch_size))
 

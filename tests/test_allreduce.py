@@ -122,8 +122,8 @@ def test_every_variable_and_op_lives_on_the_workers_own_task():
         module.build_graph(args)
         assert len(tf.global_variables()) == 5  # θᵢ and the step counter
         # (the step counter's initializer has no device of its own: it is colocated with it)
-        devices = {op.device or op.colocation_groups()[0].decode()
-                   for op in graph.get_operations()}
+        devices = {(op.device or op.colocation_groups()[0].decode()).partition("/device:")[0]
+                   for op in graph.get_operations()}  # (the test set's input: the task's CPU)
         assert devices == {"/job:worker/task:1", "loc:@global_step"}, devices
         collectives = [op for op in graph.get_operations() if op.type == "CollectiveReduce"]
         assert len(collectives) == 3  # the mean gradient, and the broadcasts of θ and the step
