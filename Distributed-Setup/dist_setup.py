@@ -1016,8 +1016,8 @@ def model_and_data_problem(args, workers):
                         train.shape[1:], test.shape[1:], min(labels[0].min(), labels[1].min())))
         try:
             theta = net.parameters()
-            outside = sorted({v.op.name for v in tf.global_variables()} - {v.op.name
-                                                                             for v in theta})
+            outside = sorted({v.op.name for v in tf.global_variables()}
+                             - {v.op.name for v in theta})
             loss = net.loss(theta, train[:8], labels[0][:8])
             width = net.logits(theta, train[:8]).shape[-1]
         except Exception as error:
